@@ -1,0 +1,192 @@
+"""Settings: REALMEM_HOME layout, config.json (mode 0600), defaults and environment overrides.
+
+Every key is dotted (``semif.url``) and may be overridden by ``REALMEM_SEMIF_URL``.  Key
+values written as ``$VAR`` or ``env:VAR`` are resolved from the environment at use time so
+secrets never land in config.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from realmem.fsutil import atomic_write_text
+
+DEFAULTS: dict[str, Any] = {
+    # Endpoints (url = base URL without /v1).  realmem ships with none.
+    "semif.url": "",
+    "semif.key": "",
+    "semif.model": "",
+    "semif.timeout": 30.0,
+    "semif.maxQuestions": 8,          # questions per System One request
+    "semif.maxOptions": 16,           # options per choice question (SemIf allows 16)
+    "embedding.url": "",
+    "embedding.key": "",
+    "embedding.model": "",
+    "embedding.timeout": 30.0,
+    "embedding.queryPrefix": "",
+    "embedding.documentPrefix": "",
+    "rewriter.url": "",               # empty: the Pi model bridge when the adapter runs
+    "rewriter.key": "",
+    "rewriter.model": "",
+    "rewriter.timeout": 60.0,
+    # Remember gate thresholds (spec: "Decision").
+    "gate.neighbors": 254,            # RRF-fused neighbours at most
+    "gate.judgeNeighbors": 15,        # neighbours shown to the judge
+    "gate.rrfK": 60,
+    "gate.coveredBy": 0.6,
+    "gate.conflictWith": 0.6,
+    "gate.mergeWith": 0.6,
+    "gate.importance": 0.35,          # normalised importance (0..1) needed for Add / Merge
+    "gate.durable": 0.5,
+    "gate.unsafe": 0.5,
+    "gate.lockWaitSeconds": 120.0,    # queue instead of failing after this
+    # Safety scan.
+    "safety.redact": False,
+    # Path notes (spec: "Shown on touch").
+    "pathNotes.high": 1.5,
+    "pathNotes.mid": 0.75,
+    "pathNotes.maxFull": 2,
+    "pathNotes.maxCaptions": 6,
+    "pathNotes.charBudget": 2400,
+    # Recall and listing.
+    "recall.pageSize": 8,
+    "list.pageSize": 30,
+    "prompt.captions": 12,            # most-used project-wide captions in the <realmem> section
+    # Hidden tools of other memory systems.
+    "hiddenTools": ["ctx_memory"],
+    # Consolidation.
+    "consolidate.neighbors": 12,
+    "consolidate.forget": 0.7,
+    "consolidate.minImportance": 0.5,
+    "consolidate.revise": 0.7,
+    "consolidate.coveredBy": 0.6,
+    "consolidate.conflictWith": 0.6,
+    "consolidate.mergeWith": 0.6,
+    "consolidate.paths": True,
+    "consolidate.treeLines": 400,
+    "consolidate.batch": 20,
+    # Queue / worker.
+    "queue.maxBackoffSeconds": 900.0,
+    "worker.idleSeconds": 600.0,
+}
+
+SECRET_KEYS = {"semif.key", "embedding.key", "rewriter.key"}
+
+
+def home_dir(explicit: str | Path | None = None) -> Path:
+    """REALMEM_HOME, default ``~/.pi/agent/realmem``."""
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    env = os.environ.get("REALMEM_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path.home() / ".pi" / "agent" / "realmem"
+
+
+def env_name(key: str) -> str:
+    return "REALMEM_" + key.upper().replace(".", "_")
+
+
+def _coerce(value: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    if isinstance(default, int) and not isinstance(default, bool):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    if isinstance(default, list):
+        v = value.strip()
+        return json.loads(v) if v.startswith("[") else [s.strip() for s in v.split(",") if s.strip()]
+    return value
+
+
+def resolve_secret(value: str) -> str:
+    """``$VAR`` / ``env:VAR`` -> the variable's value (empty if unset); anything else as is."""
+    if value.startswith("env:"):
+        return os.environ.get(value[4:], "")
+    if value.startswith("$") and len(value) > 1:
+        return os.environ.get(value[1:].strip("{}"), "")
+    return value
+
+
+class Config:
+    """config.json merged over DEFAULTS, with REALMEM_* environment overrides on top."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.path = home / "config.json"
+        self._file: dict[str, Any] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            self._file = data if isinstance(data, dict) else {}
+        except FileNotFoundError:
+            self._file = {}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{self.path}: cannot read config: {exc}") from exc
+
+    def get(self, key: str) -> Any:
+        default = DEFAULTS.get(key)
+        env = os.environ.get(env_name(key))
+        if env is not None:
+            return _coerce(env, default) if default is not None else env
+        if key in self._file:
+            return self._file[key]
+        return default
+
+    def __getitem__(self, key: str) -> Any:
+        return self.get(key)
+
+    def secret(self, key: str) -> str:
+        """A key setting with $VAR / env:VAR resolved."""
+        return resolve_secret(str(self.get(key) or ""))
+
+    def source(self, key: str) -> str:
+        if env_name(key) in os.environ:
+            return "env"
+        return "file" if key in self._file else "default"
+
+    def set(self, key: str, value: Any) -> None:
+        if key not in DEFAULTS:
+            raise ConfigError(f"unknown setting {key!r}")
+        default = DEFAULTS[key]
+        if isinstance(value, str) and not isinstance(default, str):
+            try:
+                value = _coerce(value, default)
+            except ValueError as exc:
+                raise ConfigError(f"{key}: {exc}") from exc
+        self._file[key] = value
+        self.save()
+
+    def unset(self, key: str) -> None:
+        self._file.pop(key, None)
+        self.save()
+
+    def save(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, json.dumps(self._file, indent=2, sort_keys=True) + "\n", mode=0o600)
+
+    def items(self) -> list[tuple[str, Any, str]]:
+        """(key, display value, source) for every known key; keys are masked."""
+        out = []
+        for key in DEFAULTS:
+            value = self.get(key)
+            if key in SECRET_KEYS and value:
+                value = mask_secret(str(value))
+            out.append((key, value, self.source(key)))
+        return out
+
+
+def mask_secret(value: str) -> str:
+    if value.startswith(("$", "env:")):
+        return value  # a reference, not the secret
+    return "****" + value[-4:] if len(value) > 8 else "****"
+
+
+class ConfigError(ValueError):
+    pass
