@@ -63,8 +63,9 @@ CREATE TABLE counters (
 );
 
 -- FTS5 over pre-tokenized text (tokens joined by spaces), so unicode61 only splits on spaces.
+-- rowid = memories.rowid; quarantined memories are not indexed.
 CREATE VIRTUAL TABLE memories_fts USING fts5(
-  tokens, store UNINDEXED, id UNINDEXED,
+  caption, body,
   tokenize = "unicode61 remove_diacritics 2 separators ' '"
 );
 
@@ -134,4 +135,25 @@ CREATE TABLE locks (
   acquired  REAL NOT NULL,
   heartbeat REAL NOT NULL,
   ttl       REAL NOT NULL
+);
+
+-- Files in stores that could not be read as facts (reported by status and manage).
+CREATE TABLE problems (
+  store   TEXT NOT NULL,
+  file    TEXT NOT NULL,
+  problem TEXT NOT NULL,
+  message TEXT NOT NULL,
+  line    INTEGER,
+  digest  TEXT NOT NULL,
+  PRIMARY KEY (store, file)
+);
+
+-- Cache: what each fact file looked like when realmem last wrote or read it, so a scan
+-- only re-reads files whose size or mtime changed.
+CREATE TABLE file_stats (
+  store    TEXT NOT NULL,
+  file     TEXT NOT NULL,
+  mtime_ns INTEGER NOT NULL,
+  size     INTEGER NOT NULL,
+  PRIMARY KEY (store, file)
 );

@@ -1,0 +1,319 @@
+"""The application: opens REALMEM_HOME for a working directory and is the only writer.
+
+Every change goes through ``emit``: under the write lease lock, append the events and apply
+them to the tables in one SQLite transaction, then bring the fact files in line.  A crash
+between the commit and the file write heals on the next open (``catch_up_files``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import apsw
+import structlog
+
+from realmem import db, ids
+from realmem.config import Config, home_dir
+from realmem.events import store as log
+from realmem.events import types as ev
+from realmem.events.types import Envelope, Key
+from realmem.lock import LeaseLock
+from realmem.project import GLOBAL, Project, detect, store_kind
+from realmem.projections import files, tables
+from realmem.projections.state import SMALL_TABLES, Memory, State, apply
+from realmem.projections.tables import MEMORY_COLS, memory_from_row
+
+logger = structlog.get_logger("realmem")
+
+COUNTER_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
+
+
+class RealmemError(Exception):
+    """A refusal or not-found the user should see (exit code 1)."""
+
+
+class Realmem:
+    def __init__(self, home: Path, cwd: Path, *, session: str | None = None, config: Config | None = None) -> None:
+        self.home = home
+        self.cwd = cwd.resolve()
+        self.session = session
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.config = config or Config(home)
+        self.db_path = home / "realmem.sqlite"
+        self.conn = db.connect(self.db_path)
+        self.lock = LeaseLock(self.db_path, "write")
+        self.project: Project | None = detect(self.cwd)
+        self.store_dirs: dict[str, Path] = {}
+
+    # --- opening ------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, home: str | Path | None = None, cwd: str | Path | None = None, *, session: str | None = None,
+             scan: bool = True) -> "Realmem":
+        app = cls(home_dir(home), Path(cwd or os.getcwd()), session=session)
+        app.register_stores()
+        app.catch_up_files()
+        if scan:
+            from realmem.observe import scan_stores
+            scan_stores(app)
+        return app
+
+    def close(self) -> None:
+        self.lock.release_all()
+        self.conn.close()
+
+    def __enter__(self) -> "Realmem":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register_stores(self) -> None:
+        """Make sure the stores visible from cwd are registered with their current dirs."""
+        wanted = [ev.StoreRegistered(GLOBAL, "global", str(self.home / "global"))]
+        p = self.project
+        if p is not None:
+            wanted.append(ev.StoreRegistered(p.shared_store, "shared", str(p.shared_dir), p.key, str(p.root)))
+            personal_dir = self.home / "personal" / p.key
+            wanted.append(ev.StoreRegistered(p.personal_store, "personal", str(personal_dir), p.key, str(p.root)))
+        self._load_store_dirs()
+        known = {row[0]: row[1:] for row in self.conn.execute("SELECT store, kind, dir, project_key, root FROM stores")}
+        new = [e for e in wanted if known.get(e.store) != (e.kind, e.dir, e.project_key, e.root)]
+        if new:
+            self.emit(new)
+        if p is not None:
+            self._write_project_json(p)
+            if p.key.startswith("git-"):
+                from realmem.observe import migrate_path_store
+                migrate_path_store(self, p)
+
+    def _write_project_json(self, p: Project) -> None:
+        d = self.home / "personal" / p.key
+        f = d / "project.json"
+        data = {"key": p.key, "root": str(p.root), "name": p.root.name}
+        try:
+            if json.loads(f.read_text(encoding="utf-8")) == data:
+                return
+        except (OSError, ValueError):
+            pass
+        from realmem.fsutil import atomic_write_text
+        atomic_write_text(f, json.dumps(data, indent=2) + "\n")
+
+    def _load_store_dirs(self) -> None:
+        self.store_dirs = {row[0]: Path(row[1]) for row in self.conn.execute("SELECT store, dir FROM stores")}
+
+    # --- views ---------------------------------------------------------------------------
+
+    def visible_stores(self) -> list[str]:
+        """Most specific first: shared, personal, global."""
+        p = self.project
+        return [p.shared_store, p.personal_store, GLOBAL] if p is not None else [GLOBAL]
+
+    def store_for_scope(self, scope: str | None) -> str:
+        scope = (scope or "shared").lower().replace("_", "-").replace(" ", "-")
+        aliases = {"global": "global", "shared": "shared", "project-shared": "shared", "project": "shared",
+                   "personal": "personal", "project-personal": "personal"}
+        kind = aliases.get(scope)
+        if kind is None:
+            raise RealmemError(f"unknown scope {scope!r}: use global, shared or personal")
+        if kind == "global":
+            return GLOBAL
+        if self.project is None:
+            raise RealmemError("no project here: only the global scope is available")
+        return self.project.shared_store if kind == "shared" else self.project.personal_store
+
+    def scope_of(self, store: str) -> str:
+        return store_kind(store)
+
+    def store_dir(self, store: str) -> Path:
+        if store not in self.store_dirs:
+            self._load_store_dirs()
+        return self.store_dirs[store]
+
+    def memory(self, key: Key) -> Memory | None:
+        row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
+        return memory_from_row(row) if row else None
+
+    def memories(self, stores: Sequence[str] | None = None, *, include_quarantined: bool = False) -> list[Memory]:
+        stores = list(stores or self.visible_stores())
+        q = f"SELECT {MEMORY_COLS} FROM memories WHERE store IN ({','.join('?' * len(stores))})"
+        if not include_quarantined:
+            q += " AND quarantined IS NULL"
+        return [memory_from_row(r) for r in self.conn.execute(q, stores)]
+
+    def counters(self, key: Key) -> tuple[int, int]:
+        row = self.conn.execute("SELECT used_count, path_inject_count FROM counters WHERE store=? AND id=?", key).fetchone()
+        return (row[0], row[1]) if row else (0, 0)
+
+    def resolve(self, value: str, stores: Sequence[str] | None = None, *, include_quarantined: bool = True) -> Key:
+        """A short id, canonical id or unique prefix -> (store, id) among visible stores."""
+        stores = list(stores or self.visible_stores())
+        q = f"SELECT store, id FROM memories WHERE store IN ({','.join('?' * len(stores))})"
+        if not include_quarantined:
+            q += " AND quarantined IS NULL"
+        rows = self.conn.execute(q, stores).fetchall()
+        by_id: dict[str, str] = {}
+        for store, mem_id in rows:
+            by_id.setdefault(mem_id, store)  # visible_stores order: most specific wins
+        try:
+            mem_id = ids.resolve(value, by_id.keys())
+        except ids.IdError as exc:
+            raise RealmemError(str(exc)) from None
+        return (by_id[mem_id], mem_id)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def emit(self, events: Iterable[ev.Event], *, lock_timeout: float | None = None) -> list[Envelope]:
+        """Append events and apply them to every projection.  Counter-only events skip the
+        lease lock (they never touch files); everything else holds it."""
+        events = list(events)
+        if not events:
+            return []
+        if all(isinstance(e, COUNTER_ONLY) for e in events):
+            return self._append_and_apply(events)[0]
+        timeout = self.config["gate.lockWaitSeconds"] if lock_timeout is None else lock_timeout
+        with self.lock.hold(timeout):
+            envs, before, after, keys = self._append_and_apply(events)
+            self._apply_files(before, after, keys)
+            self._set_state("files", envs[-1].seq)
+        return envs
+
+    def _append_and_apply(self, events: list[ev.Event]) -> tuple[list[Envelope], State, State, set[Key]]:
+        keys: set[Key] = set()
+        small: set[str] = set()
+        for e in events:
+            keys.update(e.keys())
+            small.update(name for name, types in SMALL_TABLES.items() if isinstance(e, types))
+        with db.transaction(self.conn):
+            self._catch_up_tables()
+            state = tables.load(self.conn, keys, small)
+            before = State(memories={k: _copy(m) for k, m in state.memories.items()})
+            envs = []
+            for e in events:
+                env = log.append(self.conn, e, session=self.session)
+                apply(state, env)
+                envs.append(env)
+            tables.save(self.conn, state, keys, small)
+            self._set_state("tables", envs[-1].seq)
+        if "stores" in small:
+            self._load_store_dirs()
+        return envs, before, state, keys
+
+    def _apply_files(self, before: State, after: State, keys: Iterable[Key]) -> None:
+        for key in keys:
+            old, new = before.memories.get(key), after.memories.get(key)
+            if old is not None and (new is None or new.file != old.file):
+                self._delete_file(old.store, old.file, old.id)
+            if new is not None:
+                files.write(self.store_dir(new.store), new.file, new.text)
+                self.record_stat(new.store, new.file)
+
+    def record_stat(self, store: str, name: str) -> None:
+        """Remember the file's size and mtime so a scan need not re-read what we wrote."""
+        try:
+            st = (self.store_dir(store) / name).stat()
+        except OSError:
+            return
+        self.conn.execute(
+            "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
+            "mtime_ns=excluded.mtime_ns, size=excluded.size",
+            (store, name, st.st_mtime_ns, st.st_size),
+        )
+
+    def _delete_file(self, store: str, name: str, mem_id: str) -> None:
+        """Remove a memory's file, but only if it still holds that memory (a hand-made file
+        reusing the name must survive)."""
+        path = self.store_dir(store) / name
+        try:
+            parsed = files.parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, files.FactFileError):
+            return
+        if parsed.id == mem_id:
+            files.delete(path.parent, name)
+
+    def _set_state(self, name: str, seq: int) -> None:
+        self.conn.execute(
+            "INSERT INTO projection_state(name, seq) VALUES (?,?) ON CONFLICT(name) DO UPDATE SET seq=max(seq, excluded.seq)",
+            (name, seq),
+        )
+
+    def projection_seq(self, name: str) -> int:
+        row = self.conn.execute("SELECT seq FROM projection_state WHERE name=?", (name,)).fetchone()
+        return row[0] if row else 0
+
+    def _catch_up_tables(self) -> None:
+        """Apply events appended but not yet applied (e.g. by an older version). Runs inside
+        the caller's transaction, so the tables never lag the log once it commits."""
+        done = self.projection_seq("tables")
+        if done >= log.last_seq(self.conn):
+            return
+        for env in log.read(self.conn, done):
+            keys = set(env.event.keys())
+            small = {n for n, t in SMALL_TABLES.items() if isinstance(env.event, t)}
+            state = tables.load(self.conn, keys, small)
+            apply(state, env)
+            tables.save(self.conn, state, keys, small)
+            self._set_state("tables", env.seq)
+
+    def catch_up_files(self) -> None:
+        """Bring fact files in line with events whose file step did not run (crash)."""
+        if self.projection_seq("files") >= self.projection_seq("tables"):
+            return
+        with self.lock.hold(self.config["gate.lockWaitSeconds"]):
+            done, upto = self.projection_seq("files"), self.projection_seq("tables")
+            keys: set[Key] = set()
+            for env in log.read(self.conn, done, until=upto):
+                keys.update(env.event.keys())
+            for key in keys:
+                mem = self.memory(key)
+                if mem is not None:
+                    if key[0] in self.store_dirs or self._has_store(key[0]):
+                        files.write(self.store_dir(key[0]), mem.file, mem.text)
+                else:
+                    name = self._last_file_name(key)
+                    if name and self._has_store(key[0]):
+                        self._delete_file(key[0], name, key[1])
+            with db.transaction(self.conn):
+                self._set_state("files", upto)
+
+    def _has_store(self, store: str) -> bool:
+        if store not in self.store_dirs:
+            self._load_store_dirs()
+        return store in self.store_dirs
+
+    def _last_file_name(self, key: Key) -> str | None:
+        for env in reversed(log.for_memory(self.conn, key[1])):
+            fields = getattr(env.event, "fields", None)
+            if fields is not None and env.event.store_id in (key[0], getattr(env.event, "to_store", None)):
+                return fields.file
+        return None
+
+    # --- building write events -----------------------------------------------------------
+
+    def taken_names(self, store: str, exclude: str | None = None) -> set[str]:
+        names = {r[0] for r in self.conn.execute("SELECT file FROM memories WHERE store=? AND id IS NOT ?", (store, exclude))}
+        d = self.store_dir(store)
+        if d.is_dir():
+            names.update(p.name for p in d.glob("*.md"))
+        return names
+
+    def new_fields(self, store: str, mem_id: str, caption: str, content: str, paths: list[str], *,
+                   created: str | None = None, file: str | None = None, previous: Memory | None = None) -> ev.Fields:
+        now = log.now_iso()
+        caption = " ".join(caption.split())
+        content = content.strip("\n")
+        created = created or (previous.created if previous else now)
+        if file is None:
+            file = previous.file if previous is not None and previous.store == store else \
+                files.file_name(caption, mem_id, self.taken_names(store, exclude=mem_id))
+        text = files.render(id=mem_id, caption=caption, paths=paths, created=created, updated=now, content=content,
+                            previous=previous.text if previous is not None else None)
+        return ev.Fields(caption, content, list(paths), created, now, file, text)
+
+
+def _copy(m: Memory) -> Memory:
+    return Memory(m.store, m.id, m.caption, m.content, list(m.paths), m.created, m.updated, m.file, m.text,
+                  m.hash, m.source, m.quarantined, m.last_seq)

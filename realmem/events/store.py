@@ -1,0 +1,69 @@
+"""The append-only event log in SQLite.
+
+``append`` inserts inside the caller's transaction (so an event and the table projections it
+drives commit together); ``read`` streams envelopes back in sequence order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import apsw
+
+from realmem.events.types import Envelope, Event, from_payload, to_payload
+
+
+def now_iso() -> str:
+    """UTC time with milliseconds and a Z, the format the fact files use."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def append(conn: apsw.Connection, event: Event, *, session: str | None = None, time: str | None = None) -> Envelope:
+    t = time or now_iso()
+    pid = os.getpid()
+    payload = json.dumps(to_payload(event), ensure_ascii=False, separators=(",", ":"))
+    conn.execute(
+        "INSERT INTO events(time, type, memory_id, store, pid, session, payload) VALUES (?,?,?,?,?,?,?)",
+        (t, event.TYPE, event.memory_id, event.store_id, pid, session, payload),
+    )
+    return Envelope(conn.last_insert_rowid(), t, pid, session, event)
+
+
+def _envelope(row: tuple) -> Envelope:
+    seq, t, type_name, pid, session, payload = row
+    return Envelope(seq, t, pid, session, from_payload(type_name, json.loads(payload)))
+
+
+_COLS = "seq, time, type, pid, session, payload"
+
+
+def read(conn: apsw.Connection, since: int = 0, *, until: int | None = None) -> Iterator[Envelope]:
+    """Envelopes with seq > since (and <= until), in order."""
+    if until is None:
+        cur = conn.execute(f"SELECT {_COLS} FROM events WHERE seq > ? ORDER BY seq", (since,))
+    else:
+        cur = conn.execute(f"SELECT {_COLS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq", (since, until))
+    for row in cur:
+        yield _envelope(row)
+
+
+def for_memory(conn: apsw.Connection, memory_id: str) -> list[Envelope]:
+    """Every event naming this memory: its own events plus decisions and hits that touch it."""
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM events WHERE memory_id = ? OR (type IN ('recall_hit','path_notes_shown') "
+        "AND instr(payload, ?) > 0) OR (type = 'memory_edited' AND instr(payload, ?) > 0) ORDER BY seq",
+        (memory_id, memory_id, memory_id),
+    )
+    return [_envelope(r) for r in rows]
+
+
+def get(conn: apsw.Connection, seq: int) -> Envelope | None:
+    row = conn.execute(f"SELECT {_COLS} FROM events WHERE seq = ?", (seq,)).fetchone()
+    return _envelope(row) if row else None
+
+
+def last_seq(conn: apsw.Connection) -> int:
+    return conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]

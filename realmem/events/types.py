@@ -1,0 +1,313 @@
+"""Event types: every change to realmem's state is one of these, appended to the log.
+
+Each event is an attrs class whose fields hold everything needed to re-apply it, so replay
+never reads a file or calls a service.  ``Envelope`` adds what the log records around it
+(sequence number, time, actor).  The cattrs converter (de)serialises payloads; ``TYPES``
+maps the stored type name back to its class.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+import cattrs
+
+Key = tuple[str, str]  # (store, memory id)
+
+
+@attrs.frozen
+class Fields:
+    """A memory as it is written: the parsed frontmatter and body plus the exact file text."""
+
+    caption: str
+    content: str
+    paths: list[str]
+    created: str
+    updated: str
+    file: str
+    text: str
+
+
+@attrs.frozen
+class Event:
+    TYPE: ClassVar[str] = ""
+
+    def keys(self) -> list[Key]:
+        """Memories this event affects (for incremental projection)."""
+        return []
+
+    @property
+    def memory_id(self) -> str | None:
+        return getattr(self, "id", None)
+
+    @property
+    def store_id(self) -> str | None:
+        return getattr(self, "store", None)
+
+
+@attrs.frozen
+class StoreRegistered(Event):
+    """A store became known: where its files live and which project it belongs to."""
+
+    TYPE: ClassVar[str] = "store_registered"
+    store: str
+    kind: str  # global | shared | personal
+    dir: str
+    project_key: str | None = None
+    root: str | None = None
+
+
+@attrs.frozen
+class MemoryAdded(Event):
+    TYPE: ClassVar[str] = "memory_added"
+    store: str
+    id: str
+    fields: Fields
+    source: str  # remember | add | import | consolidate | debug
+    decision: int | None = None  # seq of the Decided event that caused it
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class MemoryEdited(Event):
+    """The memory's content, caption or paths changed (edit, merge, widen, manual edit)."""
+
+    TYPE: ClassVar[str] = "memory_edited"
+    store: str
+    id: str
+    fields: Fields
+    reason: str  # edit | merge | widen | manual | consolidate-* | prune-paths | approve
+    absorbed: list[str] = attrs.field(factory=list)  # ids folded into this memory
+    used_delta: int = 0  # used_count carried over from folded memories
+    decision: int | None = None
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class MemoryForgotten(Event):
+    TYPE: ClassVar[str] = "memory_forgotten"
+    store: str
+    id: str
+    reason: str  # forget | consolidate-forget | folded | prune-paths
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class MemoryMoved(Event):
+    """Moved between stores (re-scope, or a personal store re-keyed after the first commit)."""
+
+    TYPE: ClassVar[str] = "memory_moved"
+    store: str  # the source store
+    id: str
+    to_store: str
+    fields: Fields
+    reason: str
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id), (self.to_store, self.id)]
+
+
+@attrs.frozen
+class FileObserved(Event):
+    """A fact file changed outside realmem (hand edit, git pull, another clone)."""
+
+    TYPE: ClassVar[str] = "file_observed"
+    store: str
+    id: str
+    change: str  # added | changed | deleted
+    fields: Fields | None = None  # None when deleted
+    quarantine: str | None = None  # safety finding when the new content failed the scan
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class FileProblem(Event):
+    """A file in a store that cannot be read as a fact (reported, never fatal)."""
+
+    TYPE: ClassVar[str] = "file_problem"
+    store: str
+    file: str
+    problem: str  # malformed | duplicate-id | unreadable | symlink-escape
+    message: str
+    line: int | None = None
+    digest: str = ""  # hash of what was seen, so the same problem is recorded once
+
+
+@attrs.frozen
+class MemoryApproved(Event):
+    TYPE: ClassVar[str] = "memory_approved"
+    store: str
+    id: str
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class Reinforced(Event):
+    TYPE: ClassVar[str] = "reinforced"
+    store: str
+    id: str
+    decision: int | None = None
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class RecallHit(Event):
+    TYPE: ClassVar[str] = "recall_hit"
+    hits: list[tuple[str, str]]
+
+    def keys(self) -> list[Key]:
+        return [tuple(h) for h in self.hits]  # type: ignore[misc]
+
+
+@attrs.frozen
+class PathNotesShown(Event):
+    TYPE: ClassVar[str] = "path_notes_shown"
+    hits: list[tuple[str, str]]
+    touched: list[str]
+    tool: str
+
+    def keys(self) -> list[Key]:
+        return [tuple(h) for h in self.hits]  # type: ignore[misc]
+
+
+@attrs.frozen
+class UrgencyJudged(Event):
+    TYPE: ClassVar[str] = "urgency_judged"
+    store: str
+    id: str
+    valid_for: str  # hash of content + paths the judgement is valid for
+    score: float
+    probabilities: dict[str, float]
+    confidence: float | None
+    source: str  # remember | background | debug
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class PathsChecked(Event):
+    """Missing-path flags for a memory, with suggested new locations from git renames."""
+
+    TYPE: ClassVar[str] = "paths_checked"
+    store: str
+    id: str
+    missing: dict[str, str | None]  # path -> suggestion
+
+    def keys(self) -> list[Key]:
+        return [(self.store, self.id)]
+
+
+@attrs.frozen
+class Decided(Event):
+    """The remember gate's decision with its full trace (raw answers, thresholds, rule)."""
+
+    TYPE: ClassVar[str] = "decided"
+    candidate_id: str
+    project_key: str | None
+    action: str  # add | edit | merge | reinforce | widen | reject | refuse | queue
+    rule: str
+    target: list[str] | None  # [store, id] of the memory acted on
+    trace: dict[str, Any]
+
+    @property
+    def memory_id(self) -> str | None:
+        return self.target[1] if self.target else None
+
+    @property
+    def store_id(self) -> str | None:
+        return self.target[0] if self.target else None
+
+
+@attrs.frozen
+class CandidateQueued(Event):
+    TYPE: ClassVar[str] = "candidate_queued"
+    candidate_id: str
+    project_key: str | None
+    cwd: str
+    candidate: dict[str, Any]
+    reason: str
+    next_try: str
+
+
+@attrs.frozen
+class CandidateRetried(Event):
+    """A queued candidate's attempt failed again; it stays queued until next_try."""
+
+    TYPE: ClassVar[str] = "candidate_retried"
+    candidate_id: str
+    reason: str
+    next_try: str
+
+
+@attrs.frozen
+class CandidateDone(Event):
+    TYPE: ClassVar[str] = "candidate_done"
+    candidate_id: str
+    outcome: str
+
+
+@attrs.frozen
+class ContextImported(Event):
+    TYPE: ClassVar[str] = "context_imported"
+    path: str
+    project_key: str | None
+    hash: str
+    facts: int
+
+
+@attrs.frozen
+class ImportStarted(Event):
+    TYPE: ClassVar[str] = "import_started"
+    project_key: str | None
+    files: list[str]
+
+
+TYPES: dict[str, type[Event]] = {
+    cls.TYPE: cls
+    for cls in (
+        StoreRegistered, MemoryAdded, MemoryEdited, MemoryForgotten, MemoryMoved,
+        FileObserved, FileProblem, MemoryApproved, Reinforced, RecallHit, PathNotesShown,
+        UrgencyJudged, PathsChecked, Decided, CandidateQueued, CandidateRetried,
+        CandidateDone, ContextImported, ImportStarted,
+    )
+}
+
+converter = cattrs.Converter()
+
+
+@attrs.frozen
+class Envelope:
+    """An event as stored: its place in the log and who appended it."""
+
+    seq: int
+    time: str
+    pid: int
+    session: str | None
+    event: Event
+
+
+def to_payload(event: Event) -> dict[str, Any]:
+    return converter.unstructure(event)
+
+
+def from_payload(type_name: str, payload: dict[str, Any]) -> Event:
+    try:
+        cls = TYPES[type_name]
+    except KeyError:
+        raise ValueError(f"unknown event type {type_name!r}") from None
+    return converter.structure(payload, cls)

@@ -1,0 +1,167 @@
+"""Noticing fact files changed outside realmem (hand edits, git pull, another clone).
+
+A scan compares each store directory with the memories table and records what differs as
+``FileObserved`` / ``FileProblem`` events carrying the file's content, so the change is
+projected (and replayable) like any other.  A bad file is reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from realmem import ids
+from realmem.events import types as ev
+from realmem.events.store import now_iso
+from realmem.projections import files
+from realmem.safety import scan_memory
+
+if TYPE_CHECKING:
+    from realmem.app import Realmem
+    from realmem.project import Project
+
+logger = structlog.get_logger("realmem.observe")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def scan_stores(app: "Realmem", stores: list[str] | None = None) -> list[ev.Envelope]:
+    """Scan the visible stores; returns the events recorded."""
+    out: list[ev.Envelope] = []
+    for store in stores or app.visible_stores():
+        with app.lock.hold(app.config["gate.lockWaitSeconds"]):
+            app.catch_up_files()
+            events = _scan_store(app, store)
+            if events:
+                out.extend(app.emit(events))
+            _refresh_stats(app, store)
+    return out
+
+
+def _refresh_stats(app: "Realmem", store: str) -> None:
+    d = app.store_dir(store)
+    names = [r[0] for r in app.conn.execute("SELECT file FROM memories WHERE store=?", (store,))]
+    with app.conn:
+        app.conn.execute("DELETE FROM file_stats WHERE store=?", (store,))
+        for name in names:
+            if (d / name).exists():
+                app.record_stat(store, name)
+
+
+def _scan_store(app: "Realmem", store: str) -> list[ev.Event]:
+    d = app.store_dir(store)
+    known = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
+    by_file = {f: mem_id for mem_id, (f, _) in known.items()}
+    stats = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT file, mtime_ns, size FROM file_stats WHERE store=?", (store,))}
+    problems = {r[0]: r[1] for r in app.conn.execute("SELECT file, digest FROM problems WHERE store=?", (store,))}
+    events: list[ev.Event] = []
+    seen_ids: dict[str, str] = {}
+    if not d.is_dir():
+        entries: list[os.DirEntry[str]] = []
+    else:
+        entries = sorted((e for e in os.scandir(d) if e.name.endswith(".md") and not e.name.startswith(".")),
+                         key=lambda e: (e.name not in by_file, e.name))
+    root = d.resolve() if d.is_dir() else d
+
+    def problem(name: str, kind: str, message: str, line: int | None, digest: str) -> None:
+        if problems.get(name) != digest:
+            events.append(ev.FileProblem(store, name, kind, message, line, digest))
+            logger.warning("fact file problem", store=store, file=name, problem=kind, line=line)
+
+    for entry in entries:
+        name = entry.name
+        path = Path(entry.path)
+        if entry.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(root):
+                problem(name, "symlink-escape", f"{name} links outside the store ({target}); ignored", None, _digest(str(target)))
+                continue
+        try:
+            st = path.stat()
+        except OSError as exc:
+            problem(name, "unreadable", f"cannot read {name}: {exc.strerror}", None, _digest(str(exc)))
+            continue
+        mem_id = by_file.get(name)
+        if mem_id is not None and stats.get(name) == (st.st_mtime_ns, st.st_size):
+            seen_ids[mem_id] = name
+            continue
+        if st.st_size > files.MAX_FILE_BYTES:
+            problem(name, "unreadable", f"{name} is larger than {files.MAX_FILE_BYTES} bytes; ignored", None, _digest(str(st.st_size)))
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problem(name, "unreadable", f"cannot read {name}: {exc}", None, _digest(repr(exc)))
+            if mem_id is not None:
+                seen_ids[mem_id] = name  # keep the last good version
+            continue
+        try:
+            parsed = files.parse(text)
+        except files.FactFileError as exc:
+            problem(name, "malformed", f"{name}: {exc}", exc.line, _digest(text))
+            if mem_id is not None:
+                seen_ids[mem_id] = name
+            continue
+        if parsed.id is None:
+            parsed_id = ids.new_id()  # a hand-written fact: adopt it with a fresh id
+            now = now_iso()
+            text = files.render(id=parsed_id, caption=parsed.caption, paths=parsed.paths or _default_paths(store),
+                                created=parsed.created or now, updated=parsed.updated or now,
+                                content=parsed.content, previous=text)
+            parsed = files.parse(text)
+        assert parsed.id is not None
+        if parsed.id in seen_ids:
+            problem(name, "duplicate-id", f"{name} repeats the id of {seen_ids[parsed.id]}; ignored", 2, _digest(text))
+            continue
+        seen_ids[parsed.id] = name
+        current = known.get(parsed.id)
+        if current is not None and current == (name, text):
+            continue
+        now = now_iso()
+        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or _default_paths(store),
+                           parsed.created or now, parsed.updated or now, name, text)
+        result, _, _ = scan_memory(parsed.caption, parsed.content)
+        quarantine = None if result.ok else result.reason()
+        events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
+        if quarantine:
+            logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
+    for mem_id in known:
+        if mem_id not in seen_ids:
+            events.append(ev.FileObserved(store, mem_id, "deleted"))
+    return events
+
+
+def _default_paths(store: str) -> list[str]:
+    return ["~"] if store == "global" else ["."]
+
+
+def migrate_path_store(app: "Realmem", project: "Project") -> None:
+    """After the first commit, move personal memories from the path key to the git key."""
+    old_store = f"personal:{project.path_key}"
+    rows = app.conn.execute("SELECT id FROM memories WHERE store=?", (old_store,)).fetchall()
+    if not rows:
+        return
+    new_store = project.personal_store
+    events: list[ev.Event] = []
+    taken = app.taken_names(new_store)
+    for (mem_id,) in rows:
+        mem = app.memory((old_store, mem_id))
+        assert mem is not None
+        name = mem.file if mem.file not in taken else files.file_name(mem.caption, mem_id, taken)
+        taken.add(name)
+        fields = ev.Fields(mem.caption, mem.content, mem.paths, mem.created, mem.updated, name, mem.text)
+        events.append(ev.MemoryMoved(old_store, mem_id, new_store, fields, "project-key"))
+    app.emit(events)
+    logger.info("personal memories re-keyed", old=old_store, new=new_store, count=len(events))
+    old_dir = app.store_dir(old_store)
+    try:
+        (old_dir / "project.json").unlink(missing_ok=True)
+        old_dir.rmdir()
+    except OSError:
+        pass

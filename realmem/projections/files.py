@@ -1,0 +1,234 @@
+"""Fact files: Markdown with YAML frontmatter, parsed and rendered (spec: "Scopes and storage").
+
+    ---
+    id: <UUIDv7>
+    caption: <one line>
+    paths:
+      - <path>
+    created: <ISO time>
+    updated: <ISO time>
+    ---
+
+    <content>
+
+Parsing is strict about what matters (id, caption, paths, times) and tolerant of the rest:
+unknown keys survive an edit because edits go through ruamel's round-trip loader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from realmem import ids
+from realmem.fsutil import atomic_write_text, remove_file
+
+FRONT = "---"
+OWN_KEYS = ("id", "caption", "paths", "created", "updated")
+MAX_FILE_BYTES = 256 * 1024
+
+
+class FactFileError(ValueError):
+    """A fact file that cannot be read; carries the 1-based line of the problem when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message if line is None else f"line {line}: {message}")
+        self.line = line
+
+
+@attrs.frozen
+class Parsed:
+    id: str | None  # None when a hand-written file has no id yet
+    caption: str
+    content: str
+    paths: list[str]
+    created: str | None
+    updated: str | None
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="rt")
+    y.width = 4096  # keep captions on one line
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if isinstance(value, dt.date):
+        return value.isoformat() + "T00:00:00.000Z"
+    return str(value)
+
+
+def split(text: str) -> tuple[str, str, int]:
+    """-> (frontmatter yaml, body, line number where the yaml starts)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != FRONT:
+        raise FactFileError("missing frontmatter: the file must start with a '---' line", 1)
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() == FRONT:
+            body = "\n".join(lines[i + 1 :])
+            return "\n".join(lines[1:i]), body, 2
+    raise FactFileError("frontmatter is not closed by a '---' line", 1)
+
+
+def _load(front: str, first_line: int) -> Any:
+    try:
+        return _yaml().load(front) if front.strip() else {}
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = first_line + mark.line if mark is not None else None
+        raise FactFileError(f"invalid YAML: {exc.problem or exc}", line) from None
+    except YAMLError as exc:
+        raise FactFileError(f"invalid YAML: {exc}", first_line) from None
+
+
+def parse(text: str) -> Parsed:
+    front, body, first = split(text)
+    data = _load(front, first)
+    if not isinstance(data, dict):
+        raise FactFileError("frontmatter must be a mapping of keys to values", first)
+
+    def line_of(key: str) -> int:
+        try:
+            return first + data.lc.key(key)[0]
+        except (AttributeError, KeyError, TypeError):
+            return first
+
+    raw_id = data.get("id")
+    mem_id = None
+    if raw_id is not None:
+        mem_id = ids.canonical(str(raw_id))
+        if mem_id is None:
+            raise FactFileError(f"id {raw_id!r} is not a UUID", line_of("id"))
+    caption = data.get("caption")
+    if not isinstance(caption, str) or not caption.strip():
+        raise FactFileError("caption is missing or empty", line_of("caption") if "caption" in data else first)
+    paths = data.get("paths")
+    if paths is None:
+        paths = []
+    elif isinstance(paths, str):
+        paths = [paths]
+    elif not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise FactFileError("paths must be a list of path strings", line_of("paths"))
+    return Parsed(
+        id=mem_id,
+        caption=" ".join(caption.split()),
+        content=body.strip("\n"),
+        paths=[p.strip() for p in paths],
+        created=_iso(data.get("created")),
+        updated=_iso(data.get("updated")),
+    )
+
+
+_PLAIN_SPECIAL = re.compile(
+    r"^(?:~|null|true|false|yes|no|on|off|y|n|[-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?"
+    r"|[-+]?\.(?:inf|nan)|0x[0-9a-f]+|0o[0-7]+|\d{4}-\d\d-\d\d.*)$",
+    re.IGNORECASE,
+)
+_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z$")
+
+
+def scalar(value: str) -> str:
+    """A YAML scalar for ``value``: plain when that reads back as the same string, else a
+    double-quoted JSON string (valid YAML)."""
+    if (
+        value
+        and value == value.strip()
+        and value[0] not in "-?:,[]{}#&*!|>'\"%@`"
+        and ": " not in value
+        and " #" not in value
+        and not value.endswith(":")
+        and value.isprintable()
+        and not _PLAIN_SPECIAL.match(value)
+    ):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render(*, id: str, caption: str, paths: list[str], created: str, updated: str, content: str, previous: str | None = None) -> str:
+    """The file text for a memory.  With ``previous`` (the current file text), keys realmem does
+    not own are kept after its own, so hand-added keys survive edits."""
+    lines = [FRONT, f"id: {id}", f"caption: {scalar(' '.join(caption.split()))}"]
+    if paths:
+        lines.append("paths:")
+        lines.extend(f"  - {scalar(p)}" for p in paths)
+    else:
+        lines.append("paths: []")
+    for key, value in (("created", created), ("updated", updated)):
+        lines.append(f"{key}: {value if _TIME.match(value) else scalar(value)}")
+    extra = _extra_keys(previous) if previous is not None else ""
+    return "\n".join(lines) + "\n" + extra + f"{FRONT}\n\n{content.strip(chr(10))}\n"
+
+
+def _extra_keys(previous: str) -> str:
+    try:
+        front, _, first = split(previous)
+        data = _load(front, first)
+    except FactFileError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    for key in OWN_KEYS:
+        data.pop(key, None)
+    if not data:
+        return ""
+    buf = io.StringIO()
+    _yaml().dump(data, buf)
+    return buf.getvalue()
+
+
+def content_hash(caption: str, content: str) -> str:
+    """sha256(caption + content): the exact-duplicate and embedding-cache key."""
+    return hashlib.sha256((caption.strip() + "\n" + content.strip()).encode("utf-8")).hexdigest()
+
+
+_SLUG_DROP = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def slug(caption: str, limit: int = 60) -> str:
+    s = unicodedata.normalize("NFKC", caption).lower()
+    s = _SLUG_DROP.sub("-", s).strip("-_")
+    return (s[:limit].rstrip("-_") or "memory")
+
+
+def file_name(caption: str, mem_id: str, taken: set[str]) -> str:
+    """A readable, unique file name derived from the caption."""
+    base = slug(caption)
+    name = f"{base}.md"
+    if name not in taken:
+        return name
+    return f"{base}-{ids.short(mem_id)[:8].lower().replace('_', '-')}.md"
+
+
+def write(directory: Path, name: str, text: str) -> bool:
+    """Atomically write ``text`` unless the file already holds exactly it; True if written."""
+    path = directory / name
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+        pass
+    atomic_write_text(path, text)
+    return True
+
+
+def delete(directory: Path, name: str) -> None:
+    remove_file(directory / name)

@@ -1,0 +1,159 @@
+"""Projection state <-> SQLite tables, plus the FTS5 index kept in step with memory rows.
+
+``load`` reads the rows an event can touch; ``save`` writes them back (upsert or delete) and
+re-indexes exactly the memories that changed.  Replay uses ``save`` with the whole state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import apsw
+
+from realmem.events.types import Key
+from realmem.projections import index
+from realmem.projections.state import (
+    Counter, Imported, Memory, Pending, Problem, State, Store, Urgency,
+)
+
+MEMORY_COLS = "store, id, caption, content, paths, created, updated, file, text, hash, source, quarantined, last_seq"
+
+
+def memory_from_row(row: tuple) -> Memory:
+    return Memory(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5], row[6], row[7], row[8],
+                  row[9], row[10], row[11], row[12])
+
+
+def load(conn: apsw.Connection, keys: Iterable[Key], small: Iterable[str] = ()) -> State:
+    state = State()
+    for store, mem_id in set(keys):
+        row = conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", (store, mem_id)).fetchone()
+        if row is None:
+            continue
+        key = (store, mem_id)
+        state.memories[key] = memory_from_row(row)
+        c = conn.execute("SELECT used_count, path_inject_count FROM counters WHERE store=? AND id=?", key).fetchone()
+        state.counters[key] = Counter(*c) if c else Counter()
+        u = conn.execute("SELECT valid_for, score, probabilities, confidence, source FROM urgency WHERE store=? AND id=?", key).fetchone()
+        if u:
+            state.urgency[key] = Urgency(u[0], u[1], json.loads(u[2]), u[3], u[4])
+        missing = {p: s for p, s in conn.execute("SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
+        if missing:
+            state.missing[key] = missing
+    for name in small:
+        _LOADERS[name](conn, state)
+    return state
+
+
+def _load_stores(conn: apsw.Connection, state: State) -> None:
+    for row in conn.execute("SELECT store, kind, project_key, root, dir FROM stores"):
+        state.stores[row[0]] = Store(*row)
+
+
+def _load_pending(conn: apsw.Connection, state: State) -> None:
+    for row in conn.execute("SELECT candidate_id, project_key, cwd, payload, reason, attempts, next_try, queued_seq FROM pending"):
+        state.pending[row[0]] = Pending(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7])
+
+
+def _load_imported(conn: apsw.Connection, state: State) -> None:
+    for row in conn.execute("SELECT path, project_key, hash, facts, time FROM imported_files"):
+        state.imported[row[0]] = Imported(*row)
+
+
+def _load_problems(conn: apsw.Connection, state: State) -> None:
+    for row in conn.execute("SELECT store, file, problem, message, line, digest FROM problems"):
+        state.problems[(row[0], row[1])] = Problem(*row)
+
+
+_LOADERS = {"stores": _load_stores, "pending": _load_pending, "imported": _load_imported, "problems": _load_problems}
+
+
+def save(conn: apsw.Connection, state: State, keys: Iterable[Key], small: Iterable[str] = ()) -> None:
+    """Write the rows for ``keys`` (deleting those absent from state) and whole small tables."""
+    for key in keys:
+        mem = state.memories.get(key)
+        if mem is None:
+            _delete_memory(conn, key)
+        else:
+            _upsert_memory(conn, mem, state.counters.get(key, Counter()), state.urgency.get(key), state.missing.get(key))
+    for name in small:
+        _SAVERS[name](conn, state)
+
+
+def _delete_memory(conn: apsw.Connection, key: Key) -> None:
+    row = conn.execute("SELECT rowid FROM memories WHERE store=? AND id=?", key).fetchone()
+    if row is not None:
+        index.drop(conn, row[0])
+    conn.execute("DELETE FROM memories WHERE store=? AND id=?", key)
+    conn.execute("DELETE FROM counters WHERE store=? AND id=?", key)
+    conn.execute("DELETE FROM urgency WHERE store=? AND id=?", key)
+    conn.execute("DELETE FROM missing_paths WHERE store=? AND id=?", key)
+
+
+def _upsert_memory(conn: apsw.Connection, m: Memory, c: Counter, u: Urgency | None, missing: dict[str, str | None] | None) -> None:
+    key = (m.store, m.id)
+    prev = conn.execute("SELECT rowid, hash, paths, quarantined, caption FROM memories WHERE store=? AND id=?", key).fetchone()
+    paths_json = json.dumps(m.paths, ensure_ascii=False)
+    conn.execute(
+        f"INSERT INTO memories({MEMORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT(store, id) DO UPDATE SET caption=excluded.caption, content=excluded.content, "
+        "paths=excluded.paths, created=excluded.created, updated=excluded.updated, file=excluded.file, "
+        "text=excluded.text, hash=excluded.hash, source=excluded.source, quarantined=excluded.quarantined, "
+        "last_seq=excluded.last_seq",
+        (m.store, m.id, m.caption, m.content, paths_json, m.created, m.updated, m.file, m.text, m.hash,
+         m.source, m.quarantined, m.last_seq),
+    )
+    if prev is None or (prev[1], prev[2], prev[3]) != (m.hash, paths_json, m.quarantined):
+        rowid = prev[0] if prev is not None else conn.last_insert_rowid()
+        index.sync(conn, rowid, m, content_changed=prev is None or prev[1] != m.hash)
+    conn.execute(
+        "INSERT INTO counters(store, id, used_count, path_inject_count) VALUES (?,?,?,?) "
+        "ON CONFLICT(store, id) DO UPDATE SET used_count=excluded.used_count, path_inject_count=excluded.path_inject_count",
+        (*key, c.used_count, c.path_inject_count),
+    )
+    conn.execute("DELETE FROM urgency WHERE store=? AND id=?", key)
+    if u is not None:
+        conn.execute("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
+                     (*key, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence, u.source))
+    conn.execute("DELETE FROM missing_paths WHERE store=? AND id=?", key)
+    for path, suggested in sorted((missing or {}).items()):
+        conn.execute("INSERT INTO missing_paths VALUES (?,?,?,?)", (*key, path, suggested))
+
+
+def _save_stores(conn: apsw.Connection, state: State) -> None:
+    conn.execute("DELETE FROM stores")
+    conn.executemany("INSERT INTO stores VALUES (?,?,?,?,?)",
+                     [(s.store, s.kind, s.project_key, s.root, s.dir) for s in state.stores.values()])
+
+
+def _save_pending(conn: apsw.Connection, state: State) -> None:
+    conn.execute("DELETE FROM pending")
+    conn.executemany(
+        "INSERT INTO pending VALUES (?,?,?,?,?,?,?,?)",
+        [(p.candidate_id, p.project_key, p.cwd, json.dumps(p.payload, ensure_ascii=False, sort_keys=True),
+          p.reason, p.attempts, p.next_try, p.queued_seq) for p in state.pending.values()],
+    )
+
+
+def _save_imported(conn: apsw.Connection, state: State) -> None:
+    conn.execute("DELETE FROM imported_files")
+    conn.executemany("INSERT INTO imported_files VALUES (?,?,?,?,?)",
+                     [(i.path, i.project_key, i.hash, i.facts, i.time) for i in state.imported.values()])
+
+
+def _save_problems(conn: apsw.Connection, state: State) -> None:
+    conn.execute("DELETE FROM problems")
+    conn.executemany("INSERT INTO problems VALUES (?,?,?,?,?,?)",
+                     [(p.store, p.file, p.problem, p.message, p.line, p.digest) for p in state.problems.values()])
+
+
+_SAVERS = {"stores": _save_stores, "pending": _save_pending, "imported": _save_imported, "problems": _save_problems}
+ALL_SMALL = tuple(_SAVERS)
+
+
+def clear(conn: apsw.Connection) -> None:
+    """Empty every projection table (replay starts from nothing)."""
+    for table in ("memories", "counters", "urgency", "missing_paths", "stores", "pending", "imported_files", "problems"):
+        conn.execute(f"DELETE FROM {table}")
+    index.clear(conn)
