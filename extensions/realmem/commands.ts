@@ -1,0 +1,239 @@
+/**
+ * /realmem: the user's maintenance surface. Each subcommand is one or two rpc calls; results are
+ * the core's rendered `text`, shown as notifications. The TUI screens (manage, settings, debug)
+ * are registered by their own module when they exist; this file only knows the subcommands below.
+ */
+import { randomUUID } from "node:crypto";
+import {
+	BorderedLoader,
+	type ExtensionAPI,
+	type ExtensionCommandContext,
+	type ExtensionContext,
+} from "@mariozechner/pi-coding-agent";
+import type { AutocompleteItem } from "@mariozechner/pi-tui";
+import { describeError, type GitignoreCheckResult, type ImportBeginResult, type TextResult } from "./core.js";
+import type { Realmem } from "./index.js";
+
+interface Subcommand {
+	name: string;
+	description: string;
+	run(realmem: Realmem, args: string[], ctx: ExtensionCommandContext): Promise<void>;
+}
+
+const STORES = ["global", "shared", "personal"];
+
+function base(ctx: ExtensionContext): { cwd: string; session: string } {
+	return { cwd: ctx.cwd, session: ctx.sessionManager.getSessionId() };
+}
+
+function show(ctx: ExtensionContext, text: string, level: "info" | "warning" | "error" = "info"): void {
+	ctx.ui.notify(text, level);
+}
+
+/**
+ * A long maintenance run: progress in the footer status, Esc (through a loader) sends `cancel`
+ * for the run's progress token. The rpc call is awaited directly, so modes without custom UI
+ * (RPC, print) still get the result.
+ */
+async function runLong(
+	realmem: Realmem,
+	ctx: ExtensionCommandContext,
+	title: string,
+	method: string,
+	params: Record<string, unknown>,
+): Promise<void> {
+	const token = randomUUID();
+	const abort = new AbortController();
+	let closeLoader: (() => void) | undefined;
+	let finished = false;
+	if (ctx.hasUI) {
+		void ctx.ui
+			.custom<void>((tui, theme, _keybindings, done) => {
+				const loader = new BorderedLoader(tui, theme, `${title} (esc cancels)`);
+				loader.onAbort = () => {
+					abort.abort();
+					done();
+				};
+				closeLoader = () => done();
+				if (finished) done();
+				return loader;
+			})
+			.catch(() => undefined);
+	}
+	try {
+		const result = await realmem.core.call<TextResult>(
+			method,
+			{ ...params, progress_token: token },
+			{
+				signal: abort.signal,
+				onProgress: (progress) => {
+					const count = progress.total ? ` ${progress.done ?? 0}/${progress.total}` : "";
+					ctx.ui.setStatus("realmem", `realmem ${title.toLowerCase()}:${count} ${progress.message ?? ""}`.trim());
+				},
+			},
+		);
+		show(ctx, result.text);
+	} catch (error) {
+		show(ctx, describeError(error), abort.signal.aborted ? "info" : "error");
+	} finally {
+		finished = true;
+		closeLoader?.();
+		ctx.ui.setStatus("realmem", undefined);
+	}
+}
+
+async function simple(realmem: Realmem, ctx: ExtensionContext, method: string, params: Record<string, unknown>) {
+	try {
+		const result = await realmem.core.call<TextResult>(method, params);
+		show(ctx, result.text);
+	} catch (error) {
+		show(ctx, describeError(error), "error");
+	}
+}
+
+const SUBCOMMANDS: Subcommand[] = [
+	{
+		name: "status",
+		description: "counts, queue, worker, endpoints and warnings",
+		run: (realmem, _args, ctx) => simple(realmem, ctx, "status", { cwd: ctx.cwd }),
+	},
+	{
+		name: "add",
+		description: "remember a fact yourself",
+		async run(realmem, _args, ctx) {
+			if (!ctx.hasUI) return show(ctx, "/realmem add needs the interactive UI", "warning");
+			const caption = (await ctx.ui.input("Memory caption (one line)", "e.g. Run e2e tests with pnpm test:e2e"))?.trim();
+			if (!caption) return;
+			const content = (await ctx.ui.editor("Memory content: the fact, with exact commands", ""))?.trim();
+			if (!content) return;
+			const scope = await ctx.ui.select("Scope", ["(let realmem decide)", ...STORES]);
+			if (scope === undefined) return;
+			await simple(realmem, ctx, "remember", {
+				...base(ctx),
+				caption,
+				content,
+				user_requested: true,
+				...(STORES.includes(scope) ? { scope } : {}),
+			});
+		},
+	},
+	{
+		name: "import",
+		description: "the agent splits AGENTS.md / CLAUDE.md into memories",
+		async run(realmem, args, ctx) {
+			// The import is judged by what the agent run stores, so it must be the only run.
+			await ctx.waitForIdle();
+			let begun: ImportBeginResult;
+			try {
+				begun = await realmem.core.call<ImportBeginResult>("import_begin", {
+					...base(ctx),
+					...(args.length ? { files: args } : {}),
+				});
+			} catch (error) {
+				return show(ctx, describeError(error), "error");
+			}
+			if (!begun.prompt) return show(ctx, begun.text);
+			show(ctx, begun.text);
+			realmem.beginImport();
+			realmem.pi.sendUserMessage(begun.prompt);
+		},
+	},
+	{
+		name: "prune-paths",
+		description: "drop paths that no longer exist (after a confirm)",
+		async run(realmem, _args, ctx) {
+			let plan: TextResult & { details?: { changes?: unknown } };
+			try {
+				plan = await realmem.core.call("prune_paths", { ...base(ctx), apply: false });
+			} catch (error) {
+				return show(ctx, describeError(error), "error");
+			}
+			const changes = plan.details?.changes;
+			if (Array.isArray(changes) && changes.length === 0) return show(ctx, plan.text);
+			if (!(await ctx.ui.confirm("Prune memory paths?", plan.text))) return show(ctx, "Nothing changed.");
+			await simple(realmem, ctx, "prune_paths", { ...base(ctx), apply: true });
+		},
+	},
+	{
+		name: "fix-gitignore",
+		description: "make git share .pi/realmem (verified fix, after a confirm)",
+		async run(realmem, _args, ctx) {
+			let check: GitignoreCheckResult;
+			try {
+				check = await realmem.core.call<GitignoreCheckResult>("gitignore_check", { cwd: ctx.cwd });
+			} catch (error) {
+				return show(ctx, describeError(error), "error");
+			}
+			if (!check.ignored) return show(ctx, "Shared memories (.pi/realmem) are not ignored by git; nothing to fix.");
+			if (!check.fix) return show(ctx, `${check.warning ?? "The shared store is ignored by git."} No verified fix found.`, "warning");
+			const detail = [check.warning, check.fix.description, `Append to ${check.fix.file}:`, ...check.fix.lines]
+				.filter(Boolean)
+				.join("\n");
+			if (!(await ctx.ui.confirm("Fix .gitignore?", detail))) return show(ctx, "Nothing changed.");
+			await simple(realmem, ctx, "gitignore_fix", { cwd: ctx.cwd });
+		},
+	},
+	{
+		name: "consolidate",
+		description: "shrink and clean the memory base: [global] [shared] [personal] [--no-paths]",
+		async run(realmem, args, ctx) {
+			const unknown = args.filter((arg) => !STORES.includes(arg) && arg !== "--no-paths");
+			if (unknown.length) return show(ctx, `Unknown consolidate argument(s): ${unknown.join(" ")}`, "error");
+			const stores = args.filter((arg) => STORES.includes(arg));
+			await runLong(realmem, ctx, "Consolidating", "consolidate", {
+				...base(ctx),
+				...(stores.length ? { stores } : {}),
+				paths: !args.includes("--no-paths"),
+			});
+		},
+	},
+	{
+		name: "retry",
+		description: "process queued candidates now",
+		run: (realmem, _args, ctx) => runLong(realmem, ctx, "Retrying", "retry", { cwd: ctx.cwd }),
+	},
+	{
+		name: "embed",
+		description: "embed memories that have no embedding",
+		run: (realmem, _args, ctx) => runLong(realmem, ctx, "Embedding", "embed", { cwd: ctx.cwd }),
+	},
+	{
+		name: "reindex",
+		description: "rebuild the search index",
+		run: (realmem, _args, ctx) => runLong(realmem, ctx, "Reindexing", "reindex", { cwd: ctx.cwd }),
+	},
+];
+
+export function registerCommand(pi: ExtensionAPI, realmem: Realmem): void {
+	pi.registerCommand("realmem", {
+		description: "realmem long-term memory: status, add, import, consolidate, ...",
+		getArgumentCompletions(prefix: string): AutocompleteItem[] | null {
+			if (prefix.includes(" ")) return null;
+			const items = SUBCOMMANDS.filter((sub) => sub.name.startsWith(prefix)).map((sub) => ({
+				value: sub.name,
+				label: sub.name,
+				description: sub.description,
+			}));
+			return items.length ? items : null;
+		},
+		async handler(rawArgs, ctx) {
+			const [name, ...args] = rawArgs.trim().split(/\s+/).filter(Boolean);
+			let chosen = name;
+			if (!chosen) {
+				const labels = SUBCOMMANDS.map((sub) => `${sub.name} — ${sub.description}`);
+				const picked = await ctx.ui.select("realmem", labels);
+				if (!picked) return;
+				chosen = SUBCOMMANDS[labels.indexOf(picked)]?.name;
+			}
+			const sub = SUBCOMMANDS.find((candidate) => candidate.name === chosen);
+			if (!sub) {
+				return show(ctx, `Unknown /realmem subcommand "${chosen}". Available: ${SUBCOMMANDS.map((s) => s.name).join(", ")}`, "error");
+			}
+			try {
+				await sub.run(realmem, args, ctx);
+			} catch (error) {
+				show(ctx, describeError(error), "error");
+			}
+		},
+	});
+}

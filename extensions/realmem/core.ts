@@ -1,0 +1,128 @@
+/**
+ * Typed facade over the rpc client: result shapes of docs/rpc.md, per-method timeouts, and the
+ * one place that turns failures into text a user or model can act on.
+ */
+import { type CallOptions, RpcClient, RpcCode, RpcError, resolveRealmemBin } from "./rpc.js";
+
+export interface HelloResult {
+	version: string;
+	home: string;
+	pid: number;
+	hidden_tools: string[];
+	path_notes: { maxFull: number; maxCaptions: number; charBudget: number };
+}
+
+export interface SessionStartResult {
+	notification: string | null;
+	level: "info" | "warning";
+	project: { root: string; key: string } | null;
+	queued: number;
+	missing: number;
+	gitignore: string | null;
+}
+
+export interface TextResult {
+	text: string;
+	details?: unknown;
+}
+
+export interface PathNotesResult {
+	text: string | null;
+	shown: string[];
+	touched: string[];
+}
+
+export interface StripResult {
+	system_prompt: string;
+	stripped: string[];
+}
+
+export interface ImportBeginResult {
+	prompt: string | null;
+	files: string[];
+	text: string;
+}
+
+export interface ImportFinishResult {
+	text: string;
+	imported: string[];
+}
+
+export interface GitignoreCheckResult {
+	ignored: boolean;
+	warning: string | null;
+	fix: { file: string; lines: string[]; description: string } | null;
+}
+
+/** Hidden tools when the core cannot say (it is down): the spec's default. */
+export const DEFAULT_HIDDEN_TOOLS = ["ctx_memory"];
+
+/**
+ * Timeouts by method. The child serves one request at a time, so a short timeout on the hot path
+ * (path notes after every tool call) keeps a slow remember from stalling tools for long. Long
+ * maintenance runs report progress and are cancelled by the user, not by a clock.
+ */
+const TIMEOUTS: Record<string, number> = {
+	hello: 15_000,
+	session_start: 60_000,
+	prompt_section: 15_000,
+	strip_context_files: 10_000,
+	path_notes: 5_000,
+	recall: 60_000,
+	remember: 180_000,
+	forget: 30_000,
+	list: 30_000,
+	status: 30_000,
+	import_begin: 60_000,
+	import_finish: 180_000,
+	prune_paths: 120_000,
+	gitignore_check: 30_000,
+	gitignore_fix: 30_000,
+	bridge: 10_000,
+	consolidate: 0,
+	embed: 0,
+	reindex: 0,
+	retry: 0,
+};
+
+export class Core {
+	readonly client: RpcClient;
+
+	constructor(options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
+		const env = options.env ?? process.env;
+		this.client = new RpcClient({ command: resolveRealmemBin(env), args: ["rpc"], env, cwd: options.cwd });
+	}
+
+	call<T>(method: string, params: Record<string, unknown> = {}, options: CallOptions = {}): Promise<T> {
+		return this.client.call<T>(method, params, { timeoutMs: TIMEOUTS[method] ?? 30_000, ...options });
+	}
+
+	close(): Promise<void> {
+		return this.client.close();
+	}
+}
+
+/** A failure as one line: refusals and usage errors carry the core's user-facing message as is. */
+export function describeError(error: unknown): string {
+	if (error instanceof RpcError) {
+		switch (error.code) {
+			case RpcCode.refused:
+			case RpcCode.usage:
+				return error.message;
+			case RpcCode.unavailable:
+				return `realmem is unavailable: ${error.message}`;
+			case RpcCode.timeout:
+				return `realmem did not answer in time (${error.message})`;
+			case RpcCode.internal:
+				return `realmem internal error: ${error.message}`;
+			default:
+				return `realmem rpc error ${error.code}: ${error.message}`;
+		}
+	}
+	return `realmem adapter error: ${error instanceof Error ? error.message : String(error)}`;
+}
+
+/** Whether the failure means the core is down (as opposed to refusing one request). */
+export function isUnavailable(error: unknown): boolean {
+	return error instanceof RpcError && (error.code === RpcCode.unavailable || error.code === RpcCode.timeout);
+}
