@@ -70,7 +70,7 @@ export class Realmem {
 	warnOnce(ctx: ExtensionContext, error: unknown): void {
 		if (this.warned) return;
 		this.warned = true;
-		ctx.ui.notify(`${describeError(error)}. Pi works on without long-term memory.`, "warning");
+		ctx.ui.notify(`${describeError(error).replace(/\.$/, "")}. Pi works on without long-term memory.`, "warning");
 	}
 
 	async onSessionStart(ctx: ExtensionContext): Promise<void> {

@@ -1,0 +1,231 @@
+/**
+ * A real Pi session for adapter tests, with no network: the SDK's createAgentSession, pi-ai's
+ * faux provider scripting the assistant, the realmem extension loaded by path, and the real
+ * Python core (`realmem rpc`) behind it. HOME, REALMEM_HOME and Pi's agent dir are temp dirs,
+ * so nothing touches the real ~/.pi.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import {
+	type AssistantMessage,
+	type Context,
+	type FauxProviderRegistration,
+	fauxAssistantMessage,
+	fauxToolCall,
+	registerFauxProvider,
+} from "@mariozechner/pi-ai";
+import {
+	type AgentSession,
+	AuthStorage,
+	createAgentSession,
+	DefaultResourceLoader,
+	type ExtensionFactory,
+	type ExtensionUIContext,
+	ModelRegistry,
+	SessionManager,
+	SettingsManager,
+} from "@mariozechner/pi-coding-agent";
+
+export const REPO = resolve(import.meta.dirname, "..");
+export const EXTENSION = join(REPO, "extensions", "realmem", "index.ts");
+export const REAL_CORE = join(REPO, ".venv", "bin", "realmem");
+
+export interface TestEnv {
+	root: string;
+	home: string;
+	realmemHome: string;
+	agentDir: string;
+	sessionDir: string;
+	/** A git repository with one commit: the project the session works in. */
+	cwd: string;
+	cleanup(): Promise<void>;
+}
+
+/** Temp HOME / REALMEM_HOME / agent dir and a committed git project, set in process.env. */
+export async function createEnv(files: Record<string, string> = {}): Promise<TestEnv> {
+	const root = await mkdtemp(join(tmpdir(), "realmem-adapter-"));
+	const env: TestEnv = {
+		root,
+		home: join(root, "home"),
+		realmemHome: join(root, "realmem-home"),
+		agentDir: join(root, "agent"),
+		sessionDir: join(root, "agent", "sessions"),
+		cwd: join(root, "project"),
+		cleanup: () => rm(root, { recursive: true, force: true }),
+	};
+	for (const dir of [env.home, env.realmemHome, env.agentDir, env.sessionDir, env.cwd]) await mkdir(dir, { recursive: true });
+	process.env.HOME = env.home;
+	process.env.REALMEM_HOME = env.realmemHome;
+	process.env.PI_CODING_AGENT_DIR = env.agentDir;
+	// The core must never reach a network endpoint from tests.
+	for (const key of Object.keys(process.env)) if (/^REALMEM_(SEMIF|EMBEDDING|REWRITER)_/.test(key)) delete process.env[key];
+	const all = { "README.md": "# demo\n", ...files };
+	for (const [path, content] of Object.entries(all)) {
+		await mkdir(join(env.cwd, path, ".."), { recursive: true });
+		await writeFile(join(env.cwd, path), content);
+	}
+	const git = (...args: string[]) =>
+		execFileSync("git", ["-c", "user.name=Test", "-c", "user.email=test@example.com", ...args], {
+			cwd: env.cwd,
+			stdio: "pipe",
+			env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" },
+		});
+	git("init", "-q", "-b", "main");
+	git("add", "-A");
+	git("commit", "-q", "-m", "initial");
+	return env;
+}
+
+export interface Notification {
+	message: string;
+	level: string | undefined;
+}
+
+/** UI that records notifications and answers dialogs from a script; everything else is a no-op. */
+export function recordingUI(answers: { confirm?: boolean; select?: string[]; input?: string[] } = {}) {
+	const notifications: Notification[] = [];
+	const statuses: Array<string | undefined> = [];
+	const selects = [...(answers.select ?? [])];
+	const inputs = [...(answers.input ?? [])];
+	const known: Partial<ExtensionUIContext> = {
+		notify: (message, level) => {
+			notifications.push({ message, level });
+		},
+		setStatus: (_key, text) => {
+			statuses.push(text);
+		},
+		confirm: async () => answers.confirm ?? false,
+		select: async () => selects.shift(),
+		input: async () => inputs.shift(),
+		editor: async () => inputs.shift(),
+		custom: async () => undefined as never,
+		onTerminalInput: () => () => undefined,
+		getEditorText: () => "",
+		getToolsExpanded: () => false,
+		getAllThemes: () => [],
+		getTheme: () => undefined,
+		setTheme: () => ({ success: false, error: "no themes in tests" }),
+		getEditorComponent: () => undefined,
+	};
+	const ui = new Proxy(known, {
+		get: (target, prop: string) => (prop in target ? target[prop as keyof ExtensionUIContext] : () => undefined),
+	}) as ExtensionUIContext;
+	return { ui, notifications, statuses };
+}
+
+export interface PiHarness {
+	session: AgentSession;
+	faux: FauxProviderRegistration;
+	/** System prompts the model received, one per model call. */
+	systemPrompts: string[];
+	/** Contexts the model received, one per model call. */
+	contexts: Context[];
+	notifications: Notification[];
+	statuses: Array<string | undefined>;
+	extensionErrors: string[];
+	/** Queue assistant turns: each item is a tool call ([name, args]) or final text. */
+	script(...steps: Array<string | [string, Record<string, unknown>]>): void;
+	/** Emit session_shutdown (dispose() alone does not) and dispose. */
+	close(): Promise<void>;
+}
+
+export interface OpenOptions {
+	/** Resume this session file (a "reload": a new session object on the same file). */
+	sessionFile?: string;
+	/** More extensions (e.g. a stand-in for another memory system's tools). */
+	extensionFactories?: ExtensionFactory[];
+	ui?: ReturnType<typeof recordingUI>;
+}
+
+let fauxCounter = 0;
+
+export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<PiHarness> {
+	const provider = `faux${++fauxCounter}`;
+	const faux = registerFauxProvider({ provider, models: [{ id: "scripted", contextWindow: 200_000 }] });
+	const systemPrompts: string[] = [];
+	const contexts: Context[] = [];
+	const queued: Array<string | [string, Record<string, unknown>]> = [];
+	let toolCallCounter = 0;
+	const respond = (context: Context): AssistantMessage => {
+		systemPrompts.push(context.systemPrompt ?? "");
+		contexts.push({ systemPrompt: context.systemPrompt, messages: structuredClone(context.messages) });
+		const step = queued.shift();
+		if (step === undefined) return fauxAssistantMessage("(script exhausted)");
+		if (typeof step === "string") return fauxAssistantMessage(step);
+		return fauxAssistantMessage(fauxToolCall(step[0], step[1], { id: `call_${provider}_${++toolCallCounter}` }), {
+			stopReason: "toolUse",
+		});
+	};
+	faux.setResponses(Array.from({ length: 200 }, () => respond));
+
+	const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false } });
+	const loader = new DefaultResourceLoader({
+		cwd: env.cwd,
+		agentDir: env.agentDir,
+		settingsManager,
+		additionalExtensionPaths: [EXTENSION],
+		extensionFactories: options.extensionFactories ?? [],
+		noExtensions: true,
+	});
+	await loader.reload();
+	const loadErrors = loader.getExtensions().errors;
+	if (loadErrors.length) throw new Error(`extension load failed: ${JSON.stringify(loadErrors)}`);
+
+	const auth = AuthStorage.inMemory();
+	auth.setRuntimeApiKey(provider, "test-key");
+	const modelRegistry = ModelRegistry.inMemory(auth);
+	const sessionManager = options.sessionFile
+		? SessionManager.open(options.sessionFile, env.sessionDir)
+		: SessionManager.create(env.cwd, env.sessionDir);
+	const { session } = await createAgentSession({
+		cwd: env.cwd,
+		agentDir: env.agentDir,
+		model: faux.getModel(),
+		thinkingLevel: "off",
+		authStorage: auth,
+		modelRegistry,
+		resourceLoader: loader,
+		sessionManager,
+		settingsManager,
+	});
+	const ui = options.ui ?? recordingUI();
+	const extensionErrors: string[] = [];
+	await session.bindExtensions({
+		uiContext: ui.ui,
+		onError: (error) => extensionErrors.push(`${error.event}: ${error.error}`),
+	});
+	return {
+		session,
+		faux,
+		systemPrompts,
+		contexts,
+		notifications: ui.notifications,
+		statuses: ui.statuses,
+		extensionErrors,
+		script: (...steps) => queued.push(...steps),
+		close: async () => {
+			await session.extensionRunner.emit({ type: "session_shutdown", reason: "quit" });
+			session.dispose();
+			faux.unregister();
+		},
+	};
+}
+
+/** Text of the tool result messages the model saw last, by tool call order. */
+export function toolResultTexts(context: Context | undefined): string[] {
+	if (!context) return [];
+	return context.messages
+		.filter((m) => m.role === "toolResult")
+		.map((m) => (m.role === "toolResult" ? m.content.map((c) => (c.type === "text" ? c.text : "")).join("") : ""));
+}
+
+/** Poll until `check` holds (for work Pi starts without returning a promise, e.g. sendUserMessage). */
+export async function waitFor(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+	const deadline = Date.now() + timeoutMs;
+	while (!check()) {
+		if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+		await new Promise((resolve) => setTimeout(resolve, 25));
+	}
+}

@@ -1,0 +1,235 @@
+/**
+ * End-to-end adapter tests: a real Pi session (SDK + faux model, no network) with the realmem
+ * extension loaded by path and the real Python core (`realmem rpc`) behind it.
+ */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { after, afterEach, before, describe, test } from "node:test";
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import { Type } from "typebox";
+import { createEnv, openPi, type PiHarness, REAL_CORE, type TestEnv, toolResultTexts, waitFor } from "./harness.js";
+
+const SNAPSHOT = "realmem-snapshot";
+const SHOWN = "realmem-shown";
+
+function lastAssistantText(pi: PiHarness): string {
+	const messages = pi.session.messages;
+	for (let i = messages.length - 1; i >= 0; i--) {
+		const m = messages[i];
+		if (m.role === "assistant") return m.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+	}
+	return "";
+}
+
+function customEntries(pi: PiHarness, type: string) {
+	return pi.session.sessionManager
+		.getBranch()
+		.filter((e) => e.type === "custom" && e.customType === type)
+		.map((e) => (e.type === "custom" ? e.data : undefined));
+}
+
+/** Stand-in for Magic Context's memory tool: records whether it ever ran. */
+function otherMemorySystem(ran: string[]) {
+	return (pi: ExtensionAPI) => {
+		pi.registerTool({
+			name: "ctx_memory",
+			label: "ctx_memory",
+			description: "Another memory system's tool",
+			parameters: Type.Object({ note: Type.Optional(Type.String()) }),
+			async execute(_id, params) {
+				ran.push(params.note ?? "");
+				return { content: [{ type: "text", text: "stored by ctx_memory" }], details: undefined };
+			},
+		});
+	};
+}
+
+describe("without the core", () => {
+	let env: TestEnv;
+	let pi: PiHarness | undefined;
+	const savedBin = process.env.REALMEM_BIN;
+
+	before(async () => {
+		env = await createEnv();
+		process.env.REALMEM_BIN = "/nonexistent/realmem";
+	});
+	afterEach(async () => {
+		await pi?.close();
+		pi = undefined;
+	});
+	after(async () => {
+		if (savedBin === undefined) delete process.env.REALMEM_BIN;
+		else process.env.REALMEM_BIN = savedBin;
+		await env.cleanup();
+	});
+
+	test("tools answer with a clear error and Pi still answers", async () => {
+		pi = await openPi(env);
+		pi.script(["realmem_recall", { queries: ["how to run tests"] }], "Answered without memory.");
+		await pi.session.prompt("How do I run the tests?");
+		assert.equal(lastAssistantText(pi), "Answered without memory.");
+		const result = pi.session.messages.find((m) => m.role === "toolResult");
+		assert.ok(result && result.role === "toolResult");
+		assert.equal(result.isError, true);
+		const text = result.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+		assert.match(text, /realmem is unavailable: realmem core not found \(\/nonexistent\/realmem\)/);
+		assert.match(text, /REALMEM_BIN/);
+		const warnings = pi.notifications.filter((n) => n.level === "warning");
+		assert.equal(warnings.length, 1, JSON.stringify(pi.notifications));
+		assert.deepEqual(pi.extensionErrors, []);
+		// No snapshot is stored while the core is down, so a later turn can still get one.
+		assert.deepEqual(customEntries(pi, SNAPSHOT), []);
+	});
+
+	test("other memory tools are deactivated and blocked even then", async () => {
+		const ran: string[] = [];
+		pi = await openPi(env, { extensionFactories: [otherMemorySystem(ran)] });
+		assert.ok(!pi.session.getActiveToolNames().includes("ctx_memory"));
+		assert.ok(pi.session.getActiveToolNames().includes("realmem_recall"));
+		// Another extension turning it back on must not let calls through.
+		pi.session.setActiveToolsByName([...pi.session.getActiveToolNames(), "ctx_memory"]);
+		pi.script(["ctx_memory", { note: "remember this" }], "ok");
+		await pi.session.prompt("Remember that we use pnpm.");
+		assert.deepEqual(ran, []);
+		const [blocked] = toolResultTexts(pi.contexts.at(-1));
+		assert.match(blocked, /ctx_memory is disabled: realmem is this session's memory system\. Use realmem_recall \/ realmem_remember\./);
+	});
+});
+
+describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} is not installed` }, () => {
+	let env: TestEnv;
+	const open: PiHarness[] = [];
+	const savedBin = process.env.REALMEM_BIN;
+
+	before(async () => {
+		delete process.env.REALMEM_BIN;
+		env = await createEnv({
+			"AGENTS.md": "# Agents\n\nRun the tests with `make check`.\n",
+			"db/schema.sql": "create table t (id int);\n",
+			"src/app.py": "print('hi')\n",
+		});
+	});
+	afterEach(async () => {
+		while (open.length) await open.pop()?.close();
+	});
+	after(async () => {
+		if (savedBin !== undefined) process.env.REALMEM_BIN = savedBin;
+		await env.cleanup();
+	});
+
+	async function session(sessionFile?: string): Promise<PiHarness> {
+		const pi = await openPi(env, { sessionFile });
+		open.push(pi);
+		return pi;
+	}
+
+	test("remember through the tool writes a fact file under .pi/realmem", async () => {
+		const pi = await session();
+		pi.script(
+			[
+				"realmem_remember",
+				{
+					caption: "Schema changes go through db/schema.sql",
+					content: "Edit `db/schema.sql` and run `make migrate`; never alter tables by hand.",
+					scope: "shared",
+					paths: ["db"],
+					user_requested: true,
+				},
+			],
+			"Stored.",
+		);
+		await pi.session.prompt("Remember: schema changes go through db/schema.sql.");
+		const [result] = toolResultTexts(pi.contexts.at(-1));
+		assert.ok(result, "the remember tool answered");
+		assert.doesNotMatch(result, /unavailable|error/i);
+		const store = join(env.cwd, ".pi", "realmem");
+		const files = (await readdir(store)).filter((f) => f.endsWith(".md"));
+		assert.equal(files.length, 1, `fact files: ${files}`);
+		const fact = await readFile(join(store, files[0]), "utf8");
+		assert.match(fact, /caption: Schema changes go through db\/schema\.sql/);
+		assert.match(fact, /make migrate/);
+		assert.deepEqual(pi.extensionErrors, []);
+	});
+
+	test("a read of a covered file appends the note once per branch, also after reload", async () => {
+		const pi = await session();
+		pi.script(["read", { path: "db/schema.sql" }], ["read", { path: "db/schema.sql" }], "Read twice.");
+		await pi.session.prompt("Look at the schema.");
+		const [first, second] = toolResultTexts(pi.contexts.at(-1));
+		assert.match(first, /<realmem-path-notes>/);
+		assert.match(first, /Schema changes go through db\/schema\.sql/);
+		assert.doesNotMatch(second, /<realmem-path-notes>/);
+		const shown = customEntries(pi, SHOWN) as Array<{ ids: string[] }>;
+		assert.equal(shown.length, 1);
+		assert.equal(shown[0].ids.length, 1);
+
+		const file = pi.session.sessionFile;
+		assert.ok(file);
+		await open.pop()?.close();
+
+		const resumed = await session(file);
+		resumed.script(["read", { path: "db/schema.sql" }], "Read again.");
+		await resumed.session.prompt("Once more.");
+		const texts = toolResultTexts(resumed.contexts.at(-1));
+		assert.doesNotMatch(texts.at(-1) ?? "", /<realmem-path-notes>/);
+	});
+
+	test("the system prompt is byte-identical across turns and reload", async () => {
+		const pi = await session();
+		pi.script("one", "two");
+		await pi.session.prompt("first");
+		await pi.session.prompt("second");
+		assert.equal(pi.systemPrompts.length, 2);
+		assert.equal(pi.systemPrompts[0], pi.systemPrompts[1]);
+		assert.match(pi.systemPrompts[0], /<realmem>[\s\S]*<\/realmem>\s*$/);
+		assert.equal(customEntries(pi, SNAPSHOT).length, 1);
+
+		const file = pi.session.sessionFile;
+		await open.pop()?.close();
+		const resumed = await session(file);
+		resumed.script("three");
+		await resumed.session.prompt("third");
+		assert.equal(resumed.systemPrompts[0], pi.systemPrompts[0]);
+		assert.equal(customEntries(resumed, SNAPSHOT).length, 1);
+	});
+
+	test("an imported AGENTS.md disappears from the system prompt", async () => {
+		const pi = await session();
+		pi.script("before");
+		await pi.session.prompt("hello");
+		assert.match(pi.systemPrompts[0], /## [^\n]*AGENTS\.md\n\n# Agents/);
+
+		// /realmem import: the agent stores facts from the file, then import_finish marks it.
+		pi.script(
+			[
+				"realmem_remember",
+				{
+					caption: "Run the tests with make check",
+					content: "`make check` runs the whole test suite.",
+					scope: "shared",
+					user_requested: true,
+				},
+			],
+			"Imported.",
+		);
+		const before = pi.notifications.length;
+		await pi.session.prompt("/realmem import");
+		// The command hands the import instruction to the agent; import_finish runs at agent_end.
+		await waitFor(() => pi.notifications.length >= before + 2, "import_begin and import_finish notifications");
+		await pi.session.agent.waitForIdle();
+		assert.ok(
+			pi.notifications.slice(before).some((n) => /AGENTS\.md/.test(n.message)),
+			JSON.stringify(pi.notifications),
+		);
+
+		// A new session (new snapshot) no longer carries the file.
+		await open.pop()?.close();
+		const fresh = await session();
+		fresh.script("after");
+		await fresh.session.prompt("hello again");
+		assert.doesNotMatch(fresh.systemPrompts[0], /# Agents\n\nRun the tests with `make check`/);
+		assert.match(fresh.systemPrompts[0], /<realmem>/);
+	});
+});
