@@ -10,6 +10,7 @@
  * and over the rpc pipe (for the rpc child).
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
+import { rmSync } from "node:fs";
 import { chmod, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -173,12 +174,19 @@ function sendError(res: ServerResponse, error: unknown): void {
 }
 
 export class ModelBridge {
+	/** A bridge file outliving its process would point the worker at a dead port. */
+	private readonly removeFileOnExit = () => {
+		if (this.file) rmSync(this.file, { force: true });
+	};
+
 	private constructor(
 		private readonly server: Server,
 		readonly url: string,
 		readonly token: string,
 		readonly file: string | undefined,
-	) {}
+	) {
+		if (file) process.once("exit", this.removeFileOnExit);
+	}
 
 	/**
 	 * Listen on 127.0.0.1 at a random port. With `home`, publish {url, token, pid} in
@@ -283,6 +291,7 @@ export class ModelBridge {
 			this.server.close(() => resolve());
 			this.server.closeAllConnections();
 		});
+		process.removeListener("exit", this.removeFileOnExit);
 		if (this.file) await rm(this.file, { force: true });
 	}
 }
