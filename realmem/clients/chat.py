@@ -1,0 +1,86 @@
+"""Client for the Edit/Merge rewriter: OpenAI-compatible chat completions.
+
+By default the rewriter is the Pi model bridge the adapter serves on loopback (it forwards to
+whatever model Pi is using, so the model name sent is a placeholder); ``rewriter.url`` points
+it somewhere else instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from realmem.clients.base import ModelClient
+from realmem.clients.errors import EndpointError
+from realmem.config import Config
+
+# The bridge answers with Pi's current model whatever name is sent.
+BRIDGE_MODEL = "pi"
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a model reply, inside ```json fences or in surrounding prose."""
+    decoder = json.JSONDecoder()
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for chunk in candidates:
+        for match in re.finditer(r"\{", chunk):
+            try:
+                value, _ = decoder.raw_decode(chunk, match.start())
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    raise EndpointError(f"the rewriter's reply holds no JSON object: {text[:200]!r}")
+
+
+def _content_text(content: Any) -> str | None:
+    """Message content as text; some servers send a list of typed parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return "".join(parts) if parts else None
+    return None
+
+
+class ChatClient(ModelClient):
+    """Sends chat completion requests and returns the assistant's text."""
+
+    endpoint_name = "rewriter"
+
+    def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 60.0) -> None:
+        super().__init__(url, key, model, timeout)
+
+    @classmethod
+    def from_config(cls, cfg: Config, bridge: tuple[str, str] | None = None) -> ChatClient:
+        """The configured rewriter, else the Pi bridge ``(url, token)``, else an unconfigured client."""
+        url = str(cfg.get("rewriter.url") or "")
+        timeout = float(cfg.get("rewriter.timeout"))
+        if not url and bridge is not None:
+            bridge_url, token = bridge
+            return cls(url=bridge_url, key=token, model=BRIDGE_MODEL, timeout=timeout)
+        return cls(url=url, key=cfg.secret("rewriter.key"), model=str(cfg.get("rewriter.model") or ""),
+                   timeout=timeout)
+
+    def complete(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
+                 max_tokens: int | None = None) -> str:
+        """The text of ``choices[0].message.content``."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        reply = self._endpoint.post("/v1/chat/completions", body)
+        try:
+            text = _content_text(reply["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise EndpointError(f"the rewriter's reply has no choices[0].message ({self.url})") from exc
+        if text is None:
+            raise EndpointError(f"the rewriter's reply has no text content ({self.url})")
+        return text
+
+    def complete_json(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
+                      max_tokens: int | None = None) -> dict[str, Any]:
+        """``complete`` then the first JSON object of the reply; EndpointError if there is none."""
+        return extract_json_object(self.complete(messages, temperature=temperature, max_tokens=max_tokens))

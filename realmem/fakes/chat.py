@@ -1,0 +1,115 @@
+"""Fake OpenAI-compatible chat completions server standing in for the Edit/Merge rewriter.
+
+Scripted replies are consumed in order, one per request.  Without a script (heuristic mode):
+when any message mentions JSON, the reply is ``{"caption", "content"}`` built from the last
+user message's ``Caption:`` / ``Content:`` lines (the last caption, all distinct contents
+joined; a block ends at the next label, heading or upper-case line such as
+``NEW FACT``), falling back to its first line and whole text; otherwise the last user message is
+echoed.  Prompts are checked through ``.requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import deque
+from typing import Any
+
+from realmem.fakes.base import FakeServer, Reply, ScriptError, not_found
+
+_CAPTION = re.compile(r"^\s*caption\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+# A content block runs until the next label, Markdown heading or upper-case section line.
+_CONTENT = re.compile(r"^[ \t]*(?i:content)[ \t]*:[ \t]*(.*?)"
+                      r"(?=^[ \t]*(?i:caption|content|paths?|id|scope)[ \t]*:"
+                      r"|^[ \t]*#|^[ \t]*[A-Z][A-Z _-]{2,}:?[ \t]*$|\Z)",
+                      re.MULTILINE | re.DOTALL)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def heuristic_reply(messages: list[dict[str, Any]]) -> str:
+    """The unscripted reply described in the module docstring."""
+    users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    last = users[-1] if users else ""
+    if not any("json" in _text(m.get("content")).lower() for m in messages):
+        return last
+    captions = _CAPTION.findall(last)
+    contents = list(dict.fromkeys(c.strip() for c in _CONTENT.findall(last) if c.strip()))
+    first_line = next((line.strip() for line in last.splitlines() if line.strip()), "")
+    caption = captions[-1] if captions else first_line[:80]
+    return json.dumps({"caption": caption, "content": "\n\n".join(contents) or last.strip()})
+
+
+class FakeChat(FakeServer):
+    """Chat completions: GET /v1/models, POST /v1/chat/completions."""
+
+    kind = "chat"
+
+    def __init__(self, *, key: str = "", port: int = 0, heuristic: bool = True,
+                 models: list[str] | None = None, any_model: bool = False) -> None:
+        super().__init__(key=key, port=port)
+        self.heuristic = heuristic
+        self.models = list(models) if models is not None else ["fake-chat"]
+        self.any_model = any_model  # like the Pi bridge, which answers whatever model is named
+        self._replies: deque[str] = deque()
+
+    def settable(self) -> set[str]:
+        return super().settable() | {"heuristic", "models", "any_model"}
+
+    def script(self, payload: Any) -> None:
+        """Queue replies: a string, a list of strings, or ``{"replies": [...]}``."""
+        if isinstance(payload, dict):
+            payload = payload.get("replies")
+        if isinstance(payload, str):
+            payload = [payload]
+        if not isinstance(payload, list) or not all(isinstance(r, str) for r in payload):
+            raise ScriptError("a chat script is a reply string or a list of them")
+        with self._lock:
+            self._replies.extend(payload)
+
+    def _reset_script(self) -> None:
+        self._replies.clear()
+
+    def handle(self, method: str, path: str, body: Any) -> Reply:
+        if method == "GET" and path == "/v1/models":
+            return Reply(200, {"object": "list",
+                               "data": [{"id": m, "object": "model", "owned_by": "realmem"} for m in self.models]})
+        if method == "POST" and path == "/v1/chat/completions":
+            messages = body.get("messages") if isinstance(body, dict) else None
+            if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+                return _invalid("the request needs a model")
+            if not isinstance(messages, list) or not messages or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages):
+                return _invalid("messages must be a non-empty list of {role, content}")
+            if not self.any_model and body["model"] not in self.models:
+                return Reply(404, {"error": {"message": f"model {body['model']!r} not found",
+                                             "type": "invalid_request_error"}})
+            with self._lock:
+                reply = self._replies.popleft() if self._replies else None
+            if reply is None:
+                if not self.heuristic:
+                    raise ScriptError("no scripted reply left")
+                reply = heuristic_reply(messages)
+            prompt = sum(len(_text(m.get("content")).split()) for m in messages)
+            return Reply(200, {
+                "id": f"chatcmpl-fake-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": len(reply.split()),
+                          "total_tokens": prompt + len(reply.split())},
+            })
+        return not_found(path)
+
+
+def _invalid(message: str) -> Reply:
+    return Reply(400, {"error": {"message": message, "type": "invalid_request_error"}})
