@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up everything from nothing: the Python virtual environment with realmem installed
+# (editable, with test extras) and the Node packages of the Pi adapter (from the lockfile).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+else
+  npm install --no-audit --no-fund --loglevel=error
+fi
+echo "realmem set up: .venv/bin/realmem, node_modules/.bin/pi"

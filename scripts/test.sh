@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Every test: Python unit + engine tests (real SQLite, git, processes, fake HTTP servers),
+# the TypeScript type check, and the adapter harness (a real Pi session with a faux model).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+# pytest exits 5 when it collects no tests; set -e makes that a failure too.
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+npx tsc --noEmit
+npm run --silent test:adapter
