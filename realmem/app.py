@@ -266,7 +266,8 @@ class Realmem:
             done, upto = self.projection_seq("files"), self.projection_seq("tables")
             keys: set[Key] = set()
             for env in log.read(self.conn, done, until=upto):
-                keys.update(env.event.keys())
+                if not isinstance(env.event, COUNTER_ONLY):  # counters never touch files
+                    keys.update(env.event.keys())
             for key in keys:
                 mem = self.memory(key)
                 if mem is not None:

@@ -1,0 +1,83 @@
+"""Shared fixtures: an isolated environment for every test, a REALMEM_HOME and a real git repo.
+
+Every test runs with HOME, REALMEM_HOME and git's global config pointed into its tmp_path, so
+nothing reads or writes the real ~/.pi or ~/.gitconfig.  Keep this file small and generic:
+tests of every part of realmem use it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+GitRunner = Callable[..., str]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME, REALMEM_HOME and git config in tmp_path; REALMEM_* overrides cleared."""
+    base = tmp_path.resolve()
+    user_home = base / "user-home"
+    user_home.mkdir()
+    git_config = base / "gitconfig"
+    git_config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(user_home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(git_config))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("REALMEM_HOME", str(base / "realmem-home"))
+    for var in list(os.environ):
+        if var.startswith("REALMEM_") and var != "REALMEM_HOME":
+            monkeypatch.delenv(var)
+    for var in ("XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_PARAMETERS"):
+        monkeypatch.delenv(var, raising=False)
+    try:  # project detection is cached per process; a new test may reuse a path
+        from realmem.project import forget_cache
+        forget_cache()
+    except ImportError:
+        pass
+    return user_home
+
+
+@pytest.fixture
+def user_home(_isolated_env: Path) -> Path:
+    """The temporary HOME (``~``) of the test."""
+    return _isolated_env
+
+
+@pytest.fixture
+def home(_isolated_env: Path) -> Path:
+    """The REALMEM_HOME of the test (created empty; also exported as $REALMEM_HOME)."""
+    d = Path(os.environ["REALMEM_HOME"])
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def run_git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` with a fixed identity; returns stdout, raises on failure."""
+    out = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd, capture_output=True, text=True, check=True,
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def git() -> GitRunner:
+    """``git(cwd, *args) -> stdout``: git with a fixed identity (commits work)."""
+    return run_git
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A real git repository with one commit (README.md), resolved path."""
+    root = (tmp_path / "repo").resolve()
+    root.mkdir()
+    run_git(root, "init", "-q")
+    (root / "README.md").write_text("# repo\n", encoding="utf-8")
+    run_git(root, "add", "README.md")
+    run_git(root, "commit", "-q", "-m", "init")
+    return root
