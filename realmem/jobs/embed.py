@@ -1,0 +1,51 @@
+"""Background embedding: every memory lacking a cached vector in the active space."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+
+from realmem.clients import EndpointError, EndpointUnavailable
+
+log = structlog.get_logger("realmem.jobs.embed")
+
+
+def open_home(home: Path):  # type: ignore[no-untyped-def]
+    """An app on the home directory itself: no project, no store registration, no scan."""
+    from realmem.app import Realmem
+    return Realmem(Path(home), Path(home))
+
+
+def run_embed(home: Path) -> int:
+    """Embed what is missing; returns how many memories were embedded (0 when the embedder is
+    not configured or down: the next wake-up or worker start tries again)."""
+    from realmem import embedder
+    app = open_home(home)
+    try:
+        if not app.config["embedding.url"]:
+            return 0
+        try:
+            n = embedder.embed_missing(app)
+        except (EndpointUnavailable, EndpointError) as exc:
+            log.warning("embed.failed", error=str(exc))
+            return 0
+        if n:
+            log.info("embed.done", embedded=n)
+        return n
+    finally:
+        app.close()
+
+
+def missing_count(home: Path) -> int:
+    from realmem import embedder
+    app = open_home(home)
+    try:
+        if not app.config["embedding.url"]:
+            return 0
+        from realmem.projections import index
+        if not index.active_fingerprint(app.conn):
+            return app.conn.execute("SELECT count(*) FROM memories WHERE quarantined IS NULL").fetchone()[0]
+        return len(embedder.missing(app))
+    finally:
+        app.close()

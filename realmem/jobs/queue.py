@@ -1,0 +1,162 @@
+"""The Huey transport between realmem processes and the background worker.
+
+Huey (``SqliteHuey`` at ``REALMEM_HOME/queue.sqlite``) only carries wake-up calls: "embed
+what lacks a vector", "judge stale urgencies", "retry due candidates".  Each task takes the
+home directory and re-derives its work from the database, so a lost, duplicated or deleted
+task costs nothing (DESIGN.md section 3: Huey is the transport, not the truth).
+
+One worker per REALMEM_HOME: the worker holds the ``worker`` LeaseLock while it runs;
+``ensure_worker`` starts one (detached) only when no live holder exists, and a worker that
+cannot take the lock exits at once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from huey import SqliteHuey
+
+    from realmem.app import Realmem
+
+log = structlog.get_logger("realmem.queue")
+
+WORKER_LOCK = "worker"
+SPAWN_GUARD_SECONDS = 5.0
+_HUEYS: dict[str, tuple["SqliteHuey", dict[str, Any]]] = {}
+
+
+def queue_path(home: Path) -> Path:
+    return Path(home) / "queue.sqlite"
+
+
+def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
+    """The home's Huey instance and its three tasks (same names in every process)."""
+    key = str(Path(home).resolve())
+    if key not in _HUEYS:
+        from huey import SqliteHuey
+        h = SqliteHuey(name="realmem", filename=str(queue_path(Path(key))), results=False,
+                       store_none=False, utc=True)
+
+        def embed(home: str) -> None:
+            from realmem.jobs.embed import run_embed
+            run_embed(Path(home))
+
+        def urgency(home: str) -> None:
+            from realmem.jobs.urgency import run_urgency
+            run_urgency(Path(home))
+
+        def retry(home: str) -> None:
+            from realmem.jobs.worker import retry_due
+            retry_due(Path(home))
+
+        tasks = {name: h.task(name=name)(fn) for name, fn in
+                 (("embed", embed), ("urgency", urgency), ("retry", retry))}
+        _HUEYS[key] = (h, tasks)
+    return _HUEYS[key]
+
+
+def _enqueue(home: Path, name: str) -> bool:
+    try:
+        _, tasks = huey_for(home)
+        tasks[name](str(Path(home).resolve()))
+        return True
+    except Exception as exc:  # best effort: the worker re-derives lost work at start
+        log.warning("queue.enqueue_failed", task=name, error=f"{type(exc).__name__}: {exc}")
+        return False
+
+
+def enqueue_embed(app: "Realmem") -> bool:
+    return _enqueue(app.home, "embed")
+
+
+def enqueue_urgency(app: "Realmem") -> bool:
+    return _enqueue(app.home, "urgency")
+
+
+def enqueue_retry(app: "Realmem") -> bool:
+    return _enqueue(app.home, "retry")
+
+
+def pending_tasks(home: Path) -> int:
+    if not queue_path(home).exists():
+        return 0
+    try:
+        h, _ = huey_for(home)
+        return int(h.pending_count())
+    except Exception:
+        return 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def status_for(home: Path) -> dict[str, Any]:
+    from realmem.lock import HOST, LeaseLock
+    db_path = Path(home) / "realmem.sqlite"
+    alive, pid = False, None
+    if db_path.exists():
+        try:
+            holder = LeaseLock(db_path, WORKER_LOCK).holder()
+        except Exception:
+            holder = None
+        if holder is not None:
+            fresh = holder["heartbeat_age"] <= holder["ttl"]
+            same_host_dead = holder["host"] == HOST and not _pid_alive(int(holder["pid"]))
+            if fresh and not same_host_dead:
+                alive, pid = True, int(holder["pid"])
+    return {"alive": alive, "pid": pid, "pending_tasks": pending_tasks(home)}
+
+
+def worker_status(app: "Realmem") -> dict[str, Any]:
+    """{"alive", "pid", "pending_tasks"} for this REALMEM_HOME."""
+    return status_for(app.home)
+
+
+def worker_command(home: Path) -> list[str]:
+    return [sys.executable, "-m", "realmem.cli", "--home", str(home), "worker"]
+
+
+def ensure_worker(app: "Realmem") -> dict[str, Any]:
+    """Start a detached worker when none is alive for this home; returns the status (with
+    ``started`` set when this call spawned one).  A second worker started by a race exits at
+    once because it cannot take the worker lock."""
+    st = worker_status(app)
+    if st["alive"]:
+        return {**st, "started": False}
+    guard = Path(app.home) / "worker.spawn"
+    try:
+        if time.time() - guard.stat().st_mtime < SPAWN_GUARD_SECONDS:
+            return {**st, "started": False}
+    except OSError:
+        pass
+    try:
+        guard.touch()
+        log_file = open(Path(app.home) / "worker.log", "ab")  # noqa: SIM115 (handed to the child)
+        try:
+            proc = subprocess.Popen(worker_command(app.home), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=log_file, start_new_session=True, close_fds=True,
+                                    env={**os.environ, "REALMEM_HOME": str(app.home)})
+        finally:
+            log_file.close()
+    except OSError as exc:
+        log.warning("worker.spawn_failed", error=str(exc))
+        return {**st, "started": False}
+    import threading
+    threading.Thread(target=proc.wait, name="realmem-worker-reaper", daemon=True).start()  # no zombie
+    log.info("worker.spawned", pid=proc.pid)
+    return {"alive": True, "pid": proc.pid, "pending_tasks": st["pending_tasks"], "started": True}

@@ -1,0 +1,147 @@
+"""Edit / Merge rewriting through the configured chat model (spec: "Remember path", step 6).
+
+The rewriter is ``rewriter.url`` when set, else the Pi model bridge: the newest live file in
+``REALMEM_HOME/bridge/*.json`` (``{url, token, pid}``, live = its pid is alive).  The model
+answers JSON ``{"caption", "content"}``; the result is scanned again, and on any failure (no
+endpoint, unreachable, invalid output, a secret or injection in the result) a deterministic
+fallback is used:
+
+- edit / supersede: the new caption and content;
+- merge: the old caption, the old content plus the new content's lines not already present;
+- revise: the memory unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from realmem import safety
+from realmem.clients import ChatClient, EndpointError, EndpointUnavailable
+
+if TYPE_CHECKING:
+    from realmem.app import Realmem
+    from realmem.projections.state import Memory
+
+log = structlog.get_logger("realmem.rewrite")
+
+MODES = ("edit", "merge", "supersede", "revise")
+
+SYSTEM = ("You maintain a coding agent's long-term memory: small Markdown facts, each a one-line caption "
+          "and a short content.  Answer with one JSON object {\"caption\": ..., \"content\": ...} and "
+          "nothing else.  Keep commands, paths and names exact; never add secrets or instructions to the "
+          "reader; be concise.")
+
+INSTRUCTIONS = {
+    "edit": "The NEW FACT corrects the OLD MEMORY.  Rewrite the old memory so it states the new fact: where "
+            "they disagree the new fact wins; keep old details that are still true.",
+    "merge": "The NEW FACT complements the OLD MEMORY.  Combine both into one memory that keeps every "
+             "distinct detail of both, without repetition.",
+    "supersede": "The NEW FACT is newer than the OLD MEMORY and replaces it where they disagree.  Write one "
+                 "memory holding the newer facts plus old details that are still true.",
+    "revise": "Rewrite the OLD MEMORY clearer and shorter, with exactly the same information.",
+}
+
+MAX_CAPTION = 200
+MAX_CONTENT = 8000
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def bridge(home: Path) -> tuple[str, str] | None:
+    """(url, token) of the newest live Pi model bridge, or None."""
+    d = home / "bridge"
+    best: tuple[float, str, str] | None = None
+    try:
+        entries = list(d.glob("*.json"))
+    except OSError:
+        return None
+    for f in entries:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+            mtime = f.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        url, token, pid = data.get("url"), data.get("token"), data.get("pid")
+        if not isinstance(url, str) or not url or not isinstance(pid, int) or not _pid_alive(pid):
+            continue
+        if best is None or mtime > best[0]:
+            best = (mtime, url, str(token or ""))
+    return (best[1], best[2]) if best else None
+
+
+def fallback(mode: str, old_caption: str, old_content: str, new_caption: str, new_content: str) -> tuple[str, str]:
+    if mode in ("edit", "supersede"):
+        return new_caption, new_content
+    if mode == "merge":
+        old_lines = {line.strip() for line in old_content.splitlines() if line.strip()}
+        extra: list[str] = []
+        for line in new_content.splitlines():
+            key = line.strip()
+            if key and key in old_lines:
+                continue
+            if key:
+                old_lines.add(key)
+            extra.append(line)
+        added = "\n".join(extra).strip("\n")
+        return old_caption, (old_content.rstrip("\n") + ("\n\n" + added if added.strip() else ""))
+    return old_caption, old_content
+
+
+def _prompt(mode: str, target: "Memory", new_caption: str, new_content: str) -> list[dict[str, Any]]:
+    user = [INSTRUCTIONS[mode] + ' Reply with JSON only: {"caption": "...", "content": "..."}', "",
+            "OLD MEMORY", f"Caption: {target.caption}", f"Content: {target.content}"]
+    if mode != "revise":
+        user += ["", "NEW FACT", f"Caption: {new_caption}", f"Content: {new_content}"]
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(user)}]
+
+
+def chat_client(app: "Realmem") -> ChatClient:
+    return ChatClient.from_config(app.config, bridge(app.home))
+
+
+def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_content: str
+            ) -> tuple[str, str, bool]:
+    """(caption, content, used_fallback) for ``target`` rewritten with the new fact."""
+    if mode not in MODES:
+        raise ValueError(f"unknown rewrite mode {mode!r}")
+    fb = fallback(mode, target.caption, target.content, new_caption, new_content)
+    client = chat_client(app)
+    if not client.configured:
+        log.info("rewrite.fallback", mode=mode, reason="no rewriter endpoint")
+        return fb[0], fb[1], True
+    try:
+        reply = client.complete_json(_prompt(mode, target, new_caption, new_content))
+    except (EndpointUnavailable, EndpointError) as exc:
+        log.warning("rewrite.fallback", mode=mode, reason=type(exc).__name__)
+        return fb[0], fb[1], True
+    finally:
+        client.close()
+    caption, content = reply.get("caption"), reply.get("content")
+    if not isinstance(caption, str) or not isinstance(content, str):
+        log.warning("rewrite.fallback", mode=mode, reason="invalid output")
+        return fb[0], fb[1], True
+    caption, content = " ".join(caption.split()), content.strip()
+    if not caption or not content or len(caption) > MAX_CAPTION or len(content) > MAX_CONTENT:
+        log.warning("rewrite.fallback", mode=mode, reason="empty or oversized output")
+        return fb[0], fb[1], True
+    result, _, _ = safety.scan_memory(caption, content, redact=False)
+    if not result.ok:
+        log.warning("rewrite.fallback", mode=mode, reason="rewrite failed the safety scan",
+                    kinds=[f.kind for f in result.findings])
+        return fb[0], fb[1], True
+    return caption, content, False

@@ -1,0 +1,186 @@
+"""`realmem worker`: the background consumer of one REALMEM_HOME.
+
+A simple loop over the Huey queue (no Huey consumer threads or signal handlers): dequeue a
+task and execute it; when the queue is empty, retry queued candidates that are due (their
+``next_try`` passed; the backoff doubles per attempt up to queue.maxBackoffSeconds) and,
+every ``REDERIVE_SECONDS``, re-derive unfinished work from the database.  On start it
+re-derives everything (due candidates, memories lacking embeddings, memories whose urgency
+is missing or stale), so deleting the Huey database loses nothing.
+
+Only one worker runs per home: it holds the ``worker`` LeaseLock for its lifetime; a second
+one exits at once.  It exits after ``worker.idleSeconds`` without work (a queued candidate
+waiting for its next try keeps it alive while the judge is configured, so automatic retry
+needs no new wake-up).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+
+import structlog
+
+from realmem.lock import LeaseLock, LockTimeout
+
+log = structlog.get_logger("realmem.worker")
+
+POLL_SECONDS = 0.2
+REDERIVE_SECONDS = 30.0
+
+
+def _config(home: Path):  # type: ignore[no-untyped-def]
+    from realmem.config import Config
+    return Config(home)
+
+
+def retry_due(home: Path, *, force: bool = False) -> int:
+    """Retry every project's due candidates (each opened in its own project); returns how many
+    candidates were attempted."""
+    from realmem.app import Realmem
+    from realmem.events import store as evlog
+    from realmem.project import detect
+    from realmem.remember import retry
+    cfg = _config(home)
+    if not cfg["semif.url"] and not _any_user_requested(home):
+        return 0
+    conn_app = Realmem(home, home)
+    try:
+        now = evlog.now_iso()
+        rows = conn_app.conn.execute(
+            "SELECT project_key, cwd, payload FROM pending WHERE ? OR next_try <= ? ORDER BY queued_seq",
+            (1 if force else 0, now)).fetchall()
+    finally:
+        conn_app.close()
+    projects: dict[str | None, str] = {}
+    for key, cwd, _payload in rows:
+        if key not in projects and Path(cwd).is_dir():
+            projects[key] = cwd
+    attempted = 0
+    for key, cwd in projects.items():
+        try:
+            if detect(Path(cwd)).key != key:
+                log.warning("retry.project_moved", project_key=key)
+                continue
+        except Exception as exc:
+            log.warning("retry.project_unreadable", error=str(exc))
+            continue
+        try:
+            app = Realmem.open(home, cwd)
+        except LockTimeout:
+            continue
+        try:
+            attempted += len(retry(app, force=force))
+        finally:
+            app.close()
+    return attempted
+
+
+def _any_user_requested(home: Path) -> bool:
+    from realmem.app import Realmem
+    app = Realmem(home, home)
+    try:
+        for (payload,) in app.conn.execute("SELECT payload FROM pending"):
+            if json.loads(payload).get("user_requested"):
+                return True
+        return False
+    finally:
+        app.close()
+
+
+def _waiting(conn, cfg) -> bool:  # type: ignore[no-untyped-def]
+    """Queued candidates the worker should stay alive for (the judge is configured)."""
+    if not cfg["semif.url"]:
+        return False
+    return conn.execute("SELECT count(*) FROM pending").fetchone()[0] > 0
+
+
+def _due(conn) -> bool:  # type: ignore[no-untyped-def]
+    from realmem.events import store as evlog
+    return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (evlog.now_iso(),)).fetchone() is not None
+
+
+def rederive(home: Path) -> int:
+    """All unfinished work from the database; returns how many units were done."""
+    from realmem.jobs.embed import run_embed
+    from realmem.jobs.urgency import run_urgency
+    done = 0
+    for step in (retry_due, run_embed, run_urgency):
+        try:
+            done += int(step(home) or 0)
+        except LockTimeout:
+            log.warning("worker.lock_busy", step=step.__name__)
+        except Exception:
+            log.exception("worker.step_failed", step=step.__name__)
+    return done
+
+
+def run(home: Path, *, idle_seconds: float | None = None) -> int:
+    home = Path(home).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    from realmem import db
+    conn = db.connect(home / "realmem.sqlite")  # migrates before the lock table is used
+    lock = LeaseLock(home / "realmem.sqlite", "worker")
+    try:
+        lock.acquire(timeout=0)
+    except LockTimeout:
+        log.info("worker.already_running")
+        return 0
+    stop = {"flag": False}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop["flag"] = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            signal.signal(sig, on_signal)
+        except ValueError:  # not the main thread (tests calling run in a thread)
+            pass
+    cfg = _config(home)
+    idle = float(idle_seconds if idle_seconds is not None else cfg["worker.idleSeconds"])
+    log.info("worker.started", pid=os.getpid(), idle_seconds=idle)
+    try:
+        from realmem.jobs.queue import huey_for
+        huey, _ = huey_for(home)
+        rederive(home)
+        last_work = last_derive = time.monotonic()
+        while not stop["flag"]:
+            task = None
+            try:
+                task = huey.dequeue()
+            except Exception:
+                log.exception("worker.dequeue_failed")
+            if task is not None:
+                try:
+                    huey.execute(task)
+                except Exception:
+                    log.exception("worker.task_failed", task=getattr(task, "name", "?"))
+                last_work = time.monotonic()
+                continue
+            did = 0
+            if cfg["semif.url"] and _due(conn):
+                try:
+                    did = retry_due(home)
+                except LockTimeout:
+                    pass
+                except Exception:
+                    log.exception("worker.retry_failed")
+            now = time.monotonic()
+            if now - last_derive >= REDERIVE_SECONDS:
+                cfg.reload()
+                did += rederive(home)
+                last_derive = now
+            if did:
+                last_work = time.monotonic()
+                continue
+            if now - last_work >= idle and not _waiting(conn, cfg):
+                break
+            time.sleep(POLL_SECONDS)
+    finally:
+        lock.release()
+        conn.close()
+        log.info("worker.stopped", pid=os.getpid())
+    return 0

@@ -1,0 +1,703 @@
+"""The remember path (spec: "Remember path (surprise gate)").
+
+``remember`` runs every step: safety scan, exact duplicate (reinforce / widen), neighbours
+(embedding KNN + BM25, fused with RRF), the SemIf judge, the decision rules of ``gate``, the
+Edit/Merge rewrite, the atomic write, and background embedding / urgency.  Each decision is
+recorded as a ``Decided`` event with its full trace (raw answers, thresholds, rule fired), so
+``realmem audit`` explains it; a dry run writes nothing at all.
+
+Concurrency: the plan (embedding, judge, rewrite) is made without the write lock; the write
+then takes the lock and, if any memory in the visible stores changed since planning, plans
+again under the lock before writing.  So concurrent remembers never write duplicates, and
+the lock is held across network calls only when a race actually happened.
+
+Candidates the judge cannot handle now (unreachable, not configured, or the write lock busy
+for longer than gate.lockWaitSeconds) are queued as ``CandidateQueued`` events, per project,
+and retried with exponential backoff by the worker or by hand (``retry``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import weakref
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+import structlog
+
+from realmem import embedder, gate, ids, judge, memories, paths, safety, search
+from realmem.app import Realmem, RealmemError
+from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
+from realmem.events import store as log
+from realmem.events import types as ev
+from realmem.events.types import Key
+from realmem.lock import LockTimeout
+from realmem.project import store_kind
+from realmem.projections import files, index
+from realmem.projections.state import Memory
+
+logger = structlog.get_logger("realmem.remember")
+
+MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryMoved, ev.FileObserved,
+                 ev.MemoryApproved)
+DEFAULT_BASE_BACKOFF = 5.0
+
+
+@attrs.define
+class Outcome:
+    action: str            # add | edit | merge | reinforce | widen | reject | refuse | queue
+    memory: Memory | None  # the memory written/reinforced (None for reject/refuse/queue)
+    text: str              # compact model-facing message
+    warnings: list[str]
+    trace: dict
+    queued: bool = False
+
+
+@attrs.define
+class Candidate:
+    caption: str
+    content: str
+    scope: str | None
+    abs_paths: list[str]
+    user_requested: bool
+    source: str
+    candidate_id: str
+    cwd: str
+
+    def payload(self, project_key: str | None) -> dict[str, Any]:
+        return {"caption": self.caption, "content": self.content, "scope": self.scope, "paths": self.abs_paths,
+                "user_requested": self.user_requested, "source": self.source, "cwd": self.cwd,
+                "project_key": project_key}
+
+
+@attrs.define
+class Plan:
+    action: str
+    rule: str
+    store: str
+    stored_paths: list[str]
+    target: Key | None = None
+    caption: str = ""
+    content: str = ""
+    new_paths: list[str] | None = None
+    reason: str = ""          # queue / reject reason
+    retry_after: float | None = None
+    urgency: ScoreAnswer | None = None
+
+
+class _Queue(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+# --- small helpers ------------------------------------------------------------------------------
+
+_GITIGNORE: "weakref.WeakKeyDictionary[Realmem, bool]" = weakref.WeakKeyDictionary()
+
+
+def _shared_ignored(app: Realmem) -> bool:
+    if app.project is None:
+        return False
+    if app not in _GITIGNORE:
+        from realmem import gitignore
+        try:
+            _GITIGNORE[app] = gitignore.check(app.project.root).ignored
+        except Exception as exc:  # never fail a remember over a warning
+            logger.warning("gitignore.check_failed", error=str(exc))
+            _GITIGNORE[app] = False
+    return _GITIGNORE[app]
+
+
+def _scope_label(store: str) -> str:
+    return store_kind(store)
+
+
+def _ref(m: Memory) -> str:
+    return f"[{ids.short(m.id)}] {m.caption}"
+
+
+def _abs(app: Realmem, store: str, stored: list[str]) -> list[str]:
+    root = memories.store_root(app, store)
+    out = []
+    for p in stored:
+        try:
+            out.append(paths.to_absolute(p, kind=memories.frame(store), root=root, home=memories.user_home()))
+        except paths.PathError:
+            continue
+    return out
+
+
+def _union(a: list[str], b: list[str]) -> list[str]:
+    """Path union; a store default ("." / "~") swallows everything else."""
+    merged = list(dict.fromkeys([*a, *b]))
+    for default in (".", "~"):
+        if default in merged:
+            return [default]
+    return merged
+
+
+def _next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
+    base = float(app.config.get("queue.baseBackoffSeconds") or DEFAULT_BASE_BACKOFF)
+    cap = float(app.config["queue.maxBackoffSeconds"])
+    delay = min(cap, base * (2 ** attempts))
+    if retry_after is not None:
+        delay = min(cap, max(delay, retry_after))
+    t = datetime.now(timezone.utc) + timedelta(seconds=delay)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _autostart(app: Realmem) -> bool:
+    v = app.config.get("worker.autostart")
+    if v is None:
+        return True
+    return str(v).strip().lower() not in {"0", "false", "no", "off"}
+
+
+def _project_key(app: Realmem) -> str | None:
+    return app.project.key if app.project is not None else None
+
+
+def thresholds_trace(app: Realmem) -> dict[str, Any]:
+    t: dict[str, Any] = dict(gate.thresholds(app.config))
+    t.update({"neighbors": int(app.config["gate.neighbors"]), "judgeNeighbors": int(app.config["gate.judgeNeighbors"]),
+              "rrfK": int(app.config["gate.rrfK"]), "pathNotes.high": float(app.config["pathNotes.high"]),
+              "pathNotes.mid": float(app.config["pathNotes.mid"])})
+    return t
+
+
+# --- the public API -----------------------------------------------------------------------------
+
+def remember(app: Realmem, caption: str, content: str, *, scope: str | None = None, paths: list[str] | None = None,
+             user_requested: bool = False, source: str = "remember", dry_run: bool = False,
+             candidate_id: str | None = None) -> Outcome:
+    caption, content = memories.validate(caption, content)
+    abs_paths = []
+    for raw in paths or []:
+        try:
+            abs_paths.append(_normalize(app, raw))
+        except Exception as exc:
+            raise RealmemError(f"bad path {raw!r}: {exc}") from None
+    cand = Candidate(caption, content, scope, list(dict.fromkeys(abs_paths)), bool(user_requested), source,
+                     candidate_id or ids.new_id(), str(app.cwd))
+    trace: dict[str, Any] = {
+        "candidate": {"id": cand.candidate_id, "caption": caption, "content": content, "scope": scope,
+                      "paths": cand.abs_paths, "user_requested": cand.user_requested, "source": source,
+                      "retry": candidate_id is not None},
+        "dry_run": dry_run, "thresholds": thresholds_trace(app),
+    }
+    warnings: list[str] = []
+
+    # 1. Safety scan.
+    result, s_caption, s_content = safety.scan_memory(caption, content, redact=bool(app.config["safety.redact"]))
+    trace["safety"] = {"ok": result.ok, "reason": result.reason(),
+                       "findings": [{"category": f.category, "kind": f.kind} for f in result.findings]}
+    if not result.ok:
+        reason = result.reason()
+        text = "Refused: " + reason.removeprefix("refused: ") + "."
+        trace["decision"] = {"action": "refuse", "rule": "safety", "reason": reason}
+        if not dry_run:
+            events: list[ev.Event] = [ev.Decided(cand.candidate_id, _project_key(app), "refuse", "safety", None,
+                                                 _jsonable(trace))]
+            if candidate_id is not None and _is_pending(app, candidate_id):
+                events.append(ev.CandidateDone(candidate_id, "refuse"))
+            _emit_quiet(app, events)
+        return Outcome("refuse", None, text, warnings, trace)
+    if result.findings:  # redacted
+        cand.caption, cand.content = s_caption, s_content
+        warnings.append(f"note: {result.reason()}")
+
+    snap = log.last_seq(app.conn)
+    plan = _plan_or_queue(app, cand, trace)
+    if dry_run:
+        return _dry_outcome(app, cand, plan, trace, warnings)
+    if plan.action == "queue":
+        try:
+            outcome = _queue(app, cand, plan, trace, warnings, locked=True)
+        except LockTimeout:
+            outcome = _queue(app, cand, plan, trace, warnings, locked=False)
+        _background(app, outcome)
+        return outcome
+    try:
+        with app.lock.hold(float(app.config["gate.lockWaitSeconds"])):
+            if plan.action in ("edit", "merge", "widen", "reinforce") and plan.target is not None:
+                from realmem.observe import scan_stores
+                scan_stores(app, [plan.target[0]])  # a hand edit must not be overwritten
+            if _changed_since(app, snap):
+                trace["replanned"] = True
+                plan = _plan_or_queue(app, cand, trace)
+            outcome = _execute(app, cand, plan, trace, warnings)
+    except LockTimeout as exc:
+        trace["lock"] = {"timeout": float(app.config["gate.lockWaitSeconds"]), "holder": _safe_holder(exc)}
+        plan = Plan("queue", "lock-busy", "", [], reason="the write lock is busy")
+        outcome = _queue(app, cand, plan, trace, warnings, locked=False)
+    _background(app, outcome)
+    return outcome
+
+
+def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
+    """Process this project's queued candidates that are due (``force``: all of them)."""
+    key = _project_key(app)
+    rows = app.conn.execute("SELECT candidate_id, payload, next_try FROM pending WHERE project_key IS ? "
+                            "ORDER BY queued_seq", (key,)).fetchall()
+    now = log.now_iso()
+    due = [(cid, payload) for cid, payload, next_try in rows if force or next_try <= now]
+    out: list[Outcome] = []
+    import json
+    for i, (cid, payload) in enumerate(due, 1):
+        p = json.loads(payload)
+        try:
+            o = remember(app, p["caption"], p["content"], scope=p.get("scope"), paths=p.get("paths") or [],
+                         user_requested=bool(p.get("user_requested")), source=p.get("source") or "remember",
+                         candidate_id=cid)
+        except RealmemError as exc:
+            # The candidate can never be written (e.g. its scope no longer exists): drop it.
+            _emit_quiet(app, [ev.CandidateDone(cid, f"error: {exc}")])
+            o = Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
+        out.append(o)
+        if progress:
+            progress(i, len(due))
+    return out
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+def _normalize(app: Realmem, raw: str) -> str:
+    return paths.normalize_input(raw, cwd=app.cwd, home=memories.user_home())
+
+
+def _plan_or_queue(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
+    try:
+        return _plan(app, cand, trace)
+    except _Queue as q:
+        return Plan("queue", "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after)
+
+
+def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
+    cfg = app.config
+    store, stored = memories.place(app, cand.scope, cand.abs_paths)
+    h = files.content_hash(cand.caption, cand.content)
+    trace["candidate"].update({"store": store, "scope_used": _scope_label(store), "stored_paths": stored,
+                               "hash": h})
+
+    # 2. Exact duplicate.
+    dup = _exact_duplicate(app, h)
+    if dup is not None:
+        trace["duplicate"] = {"id": ids.short(dup.id), "store": dup.store, "caption": dup.caption}
+        if cand.abs_paths:
+            try:
+                dup_frame = memories.edit_paths_from_input(app, (dup.store, dup.id), cand.abs_paths)
+            except RealmemError as exc:
+                trace["duplicate"]["widen_impossible"] = str(exc)
+                dup_frame = []
+            dup_abs = _abs(app, dup.store, dup.paths)
+            new = [p for p, a in zip(dup_frame, _abs(app, dup.store, dup_frame))
+                   if not any(paths.matches(q, a) for q in dup_abs)]
+            if new:
+                widened = _union(dup.paths, new)
+                trace["decision"] = {"action": "widen", "rule": "exact-duplicate-new-paths",
+                                     "target": [dup.store, dup.id], "paths": widened}
+                return Plan("widen", "exact-duplicate-new-paths", dup.store, stored, (dup.store, dup.id),
+                            dup.caption, dup.content, widened)
+        trace["decision"] = {"action": "reinforce", "rule": "exact-duplicate", "target": [dup.store, dup.id]}
+        return Plan("reinforce", "exact-duplicate", dup.store, stored, (dup.store, dup.id))
+
+    # 3. Neighbours.
+    neighbours = _neighbours(app, cand, h, trace)
+    shown = neighbours[: max(0, int(cfg["gate.judgeNeighbors"]))]
+    for n in trace["neighbours"][: len(shown)]:
+        n["judged"] = True
+
+    # 4. Judge.
+    client = judge.client(cfg)
+    if client is None:
+        trace["judge"] = {"configured": False}
+        if cand.user_requested:
+            trace["decision"] = {"action": "add", "rule": "user-requested-no-judge",
+                                 "steps": ["SemIf not configured; the user asked for this memory"]}
+            return Plan("add", "user-requested-no-judge", store, stored, None, cand.caption, cand.content)
+        raise _Queue("the SemIf judge is not configured")
+    jn = [judge.Neighbour(ids.short(m.id), m.caption, m.content, _scope_label(m.store), m.paths) for m in shown]
+    has_paths = judge.specific_paths(stored)
+    state = judge.build_state(cand.caption, cand.content, stored if has_paths else [], cand.scope, jn)
+    qs, shards = judge.questions(jn, has_paths=has_paths, max_options=int(cfg["semif.maxOptions"]))
+    try:
+        answers = client.ask(state, qs)
+    except EndpointUnavailable as exc:
+        trace["judge"] = {"configured": True, "error": str(exc)}
+        raise _Queue("the SemIf judge is unreachable", exc.retry_after) from None
+    except EndpointError as exc:
+        trace["judge"] = {"configured": True, "error": str(exc)}
+        raise _Queue(f"the SemIf judge refused the request ({exc})") from None
+    finally:
+        client.close()
+    combined = judge.combine(answers, shards)
+    trace["judge"] = {
+        "configured": True, "model": answers.model, "requests": answers.requests, "state": state,
+        "questions": {name: q.to_wire() for name, q in qs.items()},
+        "raw": {name: judge.raw_answer(a) for name, a in answers.items()},
+        "answers": {name: judge.answer_summary(a) for name, a in combined.items()},
+    }
+
+    # Scope: an explicit scope wins over the judge's.
+    scope_ans = combined.get("scope")
+    final_scope = cand.scope
+    if final_scope is None and scope_ans is not None and getattr(scope_ans, "choice", None) in judge.SCOPE_STORE_KIND:
+        final_scope = judge.SCOPE_STORE_KIND[scope_ans.choice]  # type: ignore[union-attr]
+        if final_scope != "global" and app.project is None:
+            final_scope = "global"
+    store, stored = memories.place(app, final_scope, cand.abs_paths)
+    trace["candidate"].update({"store": store, "scope_used": _scope_label(store), "stored_paths": stored,
+                               "scope_source": "explicit" if cand.scope else "judge"})
+    urgency = combined.get("path_urgency")
+    urgency = urgency if isinstance(urgency, ScoreAnswer) and judge.specific_paths(stored) else None
+    if urgency is not None:
+        tier = judge.urgency_tier(urgency.score, cfg)
+        trace["urgency"] = {"score": urgency.score, "tier": tier, "probabilities": urgency.probabilities,
+                            "confidence": urgency.confidence, "would_store": judge.TIER_SHOWN[tier]}
+
+    # 5. Decision.
+    by_short = {ids.short(m.id): m for m in shown}
+    targets = {s: gate.Target((m.store, m.id), m.store, _abs(app, m.store, m.paths)) for s, m in by_short.items()}
+    cand_abs = _abs(app, store, stored)
+    d = gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=cand_abs,
+                    user_requested=cand.user_requested, limits=gate.thresholds(cfg), overlap=paths.overlap)
+    trace["decision"] = {"action": d.action, "rule": d.rule, "target": list(d.target) if d.target else None,
+                         **d.details}
+    plan = Plan(d.action, d.rule, store, stored, d.target, cand.caption, cand.content, urgency=urgency)
+    if d.action == "reject":
+        plan.reason = gate.reject_reason(d)
+        return plan
+    if d.action in ("edit", "merge"):
+        # 6. Rewrite the target with the new fact, keeping its id.
+        from realmem.jobs.rewrite import rewrite
+        target = app.memory(d.target)  # type: ignore[arg-type]
+        assert target is not None
+        new_caption, new_content, used_fallback = rewrite(app, d.action, target, cand.caption, cand.content)
+        plan.caption, plan.content = new_caption, new_content
+        plan.new_paths = _union(target.paths, stored) if judge.specific_paths(stored) else list(target.paths)
+        old_text = f"{target.caption}\n\n{target.content}\n"
+        new_text = f"{new_caption}\n\n{new_content}\n"
+        trace["rewrite"] = {
+            "mode": d.action, "used_fallback": used_fallback,
+            "old": {"caption": target.caption, "content": target.content, "paths": target.paths},
+            "new": {"caption": new_caption, "content": new_content, "paths": plan.new_paths},
+            "diff": "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
+                                                 f"a/{ids.short(target.id)}", f"b/{ids.short(target.id)}")),
+        }
+    elif d.action == "widen":
+        target = app.memory(d.target)  # type: ignore[arg-type]
+        assert target is not None
+        plan.new_paths = _union(target.paths, stored)
+    return plan
+
+
+def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
+    stores = app.visible_stores()
+    from realmem.projections.tables import MEMORY_COLS, memory_from_row
+    rows = app.conn.execute(
+        f"SELECT {MEMORY_COLS} FROM memories WHERE hash=? AND quarantined IS NULL AND store IN "
+        f"({','.join('?' * len(stores))})", (h, *stores)).fetchall()
+    found = [memory_from_row(r) for r in rows]
+    found.sort(key=lambda m: (stores.index(m.store), m.id))
+    return found[0] if found else None
+
+
+def _neighbours(app: Realmem, cand: Candidate, h: str, trace: dict[str, Any]) -> list[Memory]:
+    cfg = app.config
+    limit = max(1, min(254, int(cfg["gate.neighbors"])))
+    stores = app.visible_stores()
+    emb: dict[str, Any] = {"configured": bool(cfg["embedding.url"])}
+    vector = None
+    if emb["configured"]:
+        fp = index.active_fingerprint(app.conn)
+        emb["cached"] = bool(fp and index.cache_get(app.conn, h, fp) is not None)
+        try:
+            vector = embedder.embed_document(app, cand.caption, cand.content, h)
+            emb["status"] = "ok"
+            emb["dims"] = len(vector) if vector else None
+        except (EndpointUnavailable, EndpointError) as exc:
+            emb["status"] = "down"
+            emb["error"] = str(exc)
+            emb["note"] = "embedder unavailable: BM25 neighbours only"
+    else:
+        emb["status"] = "not-configured"
+        emb["note"] = "no embedder configured: BM25 neighbours only"
+    trace["embedding"] = emb
+    text = f"{cand.caption}\n{cand.content}"
+    bm = search.bm25(app.conn, text, stores, limit)
+    kn = search.knn(app.conn, vector, stores, limit) if vector else []
+    hits = search.fuse([bm], [kn] if kn else [], k=int(cfg["gate.rrfK"]), limit=limit)
+    out: list[Memory] = []
+    rows = []
+    for hit in hits:
+        m = app.memory(hit.key)
+        if m is None or m.quarantined:
+            continue
+        out.append(m)
+        rows.append({"id": ids.short(m.id), "store": m.store, "scope": _scope_label(m.store), "caption": m.caption,
+                     "paths": m.paths, "cos": hit.cosine, "cos_rank": hit.cos_rank, "bm25": hit.bm25,
+                     "bm25_rank": hit.bm25_rank, "rrf": hit.rrf, "judged": False})
+    trace["neighbours"] = rows
+    trace["neighbour_sources"] = {"bm25": len(bm), "knn": len(kn)}
+    return out
+
+
+def _changed_since(app: Realmem, snap: int) -> bool:
+    stores = set(app.visible_stores())
+    for env in log.read(app.conn, snap):
+        e = env.event
+        if isinstance(e, MEMORY_EVENTS):
+            touched = {k[0] for k in e.keys()}
+            if touched & stores:
+                return True
+    return False
+
+
+# --- executing ----------------------------------------------------------------------------------
+
+def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+    if plan.action == "queue":
+        return _queue(app, cand, plan, trace, warnings, locked=True)
+    pk = _project_key(app)
+    pending = _is_pending(app, cand.candidate_id)
+    done = [ev.CandidateDone(cand.candidate_id, plan.action)] if pending else []
+    target = list(plan.target) if plan.target else None
+    decided = app.emit([ev.Decided(cand.candidate_id, pk, plan.action, plan.rule, target, _jsonable(trace))])
+    seq = decided[-1].seq
+    trace["decided_seq"] = seq
+
+    if plan.action == "reject":
+        if done:
+            app.emit(done)
+        return Outcome("reject", None, f"Not stored: {plan.reason}.", warnings, trace)
+
+    if plan.action == "reinforce":
+        assert plan.target is not None
+        app.emit([ev.Reinforced(plan.target[0], plan.target[1], seq), *done])
+        m = app.memory(plan.target)
+        return Outcome("reinforce", m, f"Already known: {_ref(m)} (reinforced)." if m else "Already known.",
+                       warnings, trace)
+
+    if plan.action == "add":
+        mem_id = ids.new_id()
+        caption, content = memories.validate(plan.caption, plan.content)
+        fields = app.new_fields(plan.store, mem_id, caption, content, plan.stored_paths)
+        events: list[ev.Event] = [ev.MemoryAdded(plan.store, mem_id, fields, cand.source, seq)]
+        if plan.urgency is not None:
+            events.append(ev.UrgencyJudged(plan.store, mem_id, judge.urgency_key_of(fields.content, fields.paths),
+                                           plan.urgency.score, dict(plan.urgency.probabilities),
+                                           plan.urgency.confidence, "remember",
+                                           {"path_urgency": dict(plan.urgency.raw)}))
+        app.emit([*events, *done])
+        m = app.memory((plan.store, mem_id))
+        assert m is not None
+        _shared_warning(app, m, warnings)
+        return Outcome("add", m, _with_notes(f"Stored {_ref(m)} ({_scope_label(m.store)}).", warnings),
+                       warnings, trace)
+
+    # edit | merge | widen: rewrite in place, same id.
+    assert plan.target is not None
+    reason = {"edit": "edit", "merge": "merge", "widen": "widen"}[plan.action]
+    m = memories.edit(app, plan.target, caption=plan.caption if plan.action != "widen" else None,
+                      content=plan.content if plan.action != "widen" else None, stored_paths=plan.new_paths,
+                      reason=reason, decision=seq, extra=done)
+    _shared_warning(app, m, warnings)
+    if plan.action == "edit":
+        text = f"Updated {_ref(m)} ({_scope_label(m.store)}): the new fact replaced what conflicted."
+    elif plan.action == "merge":
+        text = f"Merged into {_ref(m)} ({_scope_label(m.store)})."
+    else:
+        text = f"Already known: {_ref(m)}; its paths now include {', '.join(m.paths)}."
+    return Outcome(plan.action, m, _with_notes(text, warnings), warnings, trace)
+
+
+def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str], *,
+           locked: bool) -> Outcome:
+    pk = _project_key(app)
+    row = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cand.candidate_id,)).fetchone()
+    trace["decision"] = {**trace.get("decision", {}), "action": "queue", "rule": plan.rule, "reason": plan.reason}
+    if row is not None:
+        events: list[ev.Event] = [ev.CandidateRetried(cand.candidate_id, plan.reason,
+                                                      _next_try(app, row[0] + 1, plan.retry_after))]
+    else:
+        events = [ev.Decided(cand.candidate_id, pk, "queue", plan.rule, None, _jsonable(trace)),
+                  ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
+                                     _next_try(app, 0, plan.retry_after))]
+    if locked:
+        app.emit(events)
+    else:
+        _emit_unlocked(app, events)
+    if "not configured" in plan.reason:
+        text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
+                "(/realmem settings).")
+    elif plan.rule == "lock-busy":
+        text = "Queued: another process holds the write lock; it will be retried automatically."
+    else:
+        text = f"Queued: {plan.reason}; it will be retried automatically."
+    return Outcome("queue", None, text, warnings, trace, queued=True)
+
+
+def _emit_unlocked(app: Realmem, events: list[ev.Event]) -> None:
+    """Append table-only events (queue bookkeeping) without the write lease lock: used when
+    the lock is busy, which is exactly when a candidate must be queued.  These events never
+    touch a fact file, so skipping the file step is safe."""
+    app._append_and_apply(events)  # noqa: SLF001 (see docstring)
+
+
+def _emit_quiet(app: Realmem, events: list[ev.Event]) -> None:
+    try:
+        app.emit(events)
+    except LockTimeout:
+        _emit_unlocked(app, events)
+
+
+def _is_pending(app: Realmem, cid: str) -> bool:
+    return app.conn.execute("SELECT 1 FROM pending WHERE candidate_id=?", (cid,)).fetchone() is not None
+
+
+def _shared_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:
+    if app.project is not None and m.store == app.project.shared_store and _shared_ignored(app):
+        note = "note: .pi/realmem is ignored by git; this memory will not be committed"
+        if note not in warnings:
+            warnings.append(note)
+
+
+def _with_notes(text: str, warnings: list[str]) -> str:
+    return "\n".join([text, *warnings]) if warnings else text
+
+
+def _safe_holder(exc: LockTimeout) -> dict[str, Any] | None:
+    h = exc.holder
+    return {"pid": h.get("pid"), "host": h.get("host"), "held_for": h.get("held_for")} if h else None
+
+
+def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+    m = app.memory(plan.target) if plan.target else None
+    if plan.action == "queue":
+        text = f"Would queue: {plan.reason}."
+    elif plan.action == "reject":
+        text = f"Would not store: {plan.reason}."
+    elif plan.action == "add":
+        text = f"Would store as a new {_scope_label(plan.store)} memory: {plan.caption}."
+    elif m is not None:
+        text = f"Would {plan.action} {_ref(m)} ({_scope_label(m.store)})."
+    else:
+        text = f"Would {plan.action}."
+    trace.setdefault("decision", {}).setdefault("action", plan.action)
+    return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == "queue")
+
+
+def _background(app: Realmem, outcome: Outcome) -> None:
+    """Enqueue embedding / urgency / retry work; start a worker when one is useful."""
+    from realmem.jobs import queue
+    wanted = False
+    try:
+        if outcome.action == "queue":
+            if app.config["semif.url"]:
+                queue.enqueue_retry(app)
+                wanted = True
+        elif outcome.memory is not None and outcome.action in ("add", "edit", "merge", "widen"):
+            m = outcome.memory
+            if app.config["embedding.url"]:
+                fp = index.active_fingerprint(app.conn)
+                if not fp or index.cache_get(app.conn, m.hash, fp) is None:
+                    queue.enqueue_embed(app)
+                    wanted = True
+            if app.config["semif.url"] and judge.specific_paths(m.paths):
+                row = app.conn.execute("SELECT valid_for FROM urgency WHERE store=? AND id=?",
+                                       (m.store, m.id)).fetchone()
+                if row is None or row[0] != judge.urgency_key(m):
+                    queue.enqueue_urgency(app)
+                    wanted = True
+        if wanted and _autostart(app):
+            queue.ensure_worker(app)
+    except Exception as exc:  # background work never fails the caller
+        logger.warning("background.enqueue_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def _jsonable(value: Any) -> Any:
+    """The trace as plain JSON values (answers may hold tuples or attrs objects)."""
+    import json
+    return json.loads(json.dumps(value, default=str))
+
+
+# --- the human debug view -----------------------------------------------------------------------
+
+def render_trace(outcome: Outcome) -> str:
+    t = outcome.trace
+    out: list[str] = []
+    c = t.get("candidate", {})
+    out.append(f"Candidate: {c.get('caption')}")
+    out.append(f"  scope {c.get('scope') or '(judge decides)'} -> {c.get('scope_used', '?')}"
+               f" · paths {', '.join(c.get('stored_paths') or []) or '(store default)'}"
+               f"{' · user requested' if c.get('user_requested') else ''}")
+    s = t.get("safety", {})
+    out.append(f"Safety: {'ok' if s.get('ok') and not s.get('findings') else s.get('reason')}")
+    if "duplicate" in t:
+        d = t["duplicate"]
+        out.append(f"Exact duplicate of [{d['id']}] {d['caption']} ({store_kind(d['store'])})")
+    e = t.get("embedding")
+    if e:
+        line = f"Embedding: {e.get('status')}"
+        if e.get("dims"):
+            line += f" · {e['dims']} dims · {'cached' if e.get('cached') else 'computed'}"
+        if e.get("note"):
+            line += f" · {e['note']}"
+        out.append(line)
+    ns = t.get("neighbours")
+    if ns is not None:
+        out.append(f"Neighbours ({len(ns)}; {sum(1 for n in ns if n.get('judged'))} shown to the judge):")
+        if ns:
+            out.append(f"  {'id':<22}  {'scope':<8} {'cos':>6} {'bm25 rank/score':>16} {'rrf':>7}  caption")
+        for n in ns[:30]:
+            cos = f"{n['cos']:.3f}" if n.get("cos") is not None else "-"
+            bm = f"{n['bm25_rank']}/{n['bm25']:.3g}" if n.get("bm25_rank") is not None else "-"
+            mark = "*" if n.get("judged") else " "
+            out.append(f" {mark}{n['id']:<22}  {n['scope']:<8} {cos:>6} {bm:>16} {n['rrf']:>7.4f}  {n['caption'][:60]}")
+    j = t.get("judge")
+    if j:
+        if not j.get("configured"):
+            out.append("Judge: not configured")
+        elif j.get("error"):
+            out.append(f"Judge: {j['error']}")
+        else:
+            out.append(f"Judge: {j.get('model')} ({j.get('requests')} requests)")
+            for name, a in (j.get("answers") or {}).items():
+                if a["type"] == "choice":
+                    probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a["probabilities"].items(),
+                                                                         key=lambda kv: -kv[1])[:5])
+                    out.append(f"  {name:<14} {a['choice']} (p={a['p']:.2f}) [{probs}]")
+                elif a["type"] == "score":
+                    probs = ", ".join(f"{k}={v:.2f}" for k, v in a["probabilities"].items())
+                    out.append(f"  {name:<14} score {a['score']:.2f} (normalized {a['normalized']:.2f}) [{probs}]")
+                else:
+                    out.append(f"  {name:<14} P(true)={a['p']:.2f}")
+    d = t.get("decision", {})
+    out.append(f"Decision: {d.get('action', outcome.action)} · rule {d.get('rule', '-')}")
+    for step in d.get("steps", []) or []:
+        out.append(f"  - {step}")
+    th = d.get("thresholds")
+    if th:
+        out.append("  thresholds: " + ", ".join(f"{k}={v}" for k, v in th.items()))
+    if d.get("reason"):
+        out.append(f"  reason: {d['reason']}")
+    u = t.get("urgency")
+    if u:
+        probs = ", ".join(f"{lvl}={u['probabilities'].get(str(i), 0):.2f}"
+                          for i, lvl in enumerate(("low", "mid", "high")))
+        conf = f" · confidence {u['confidence']:.2f}" if u.get("confidence") is not None else ""
+        out.append(f"Path urgency: {u['score']:.2f} -> {u['tier']} ({probs}{conf}); would show: {u['would_store']}")
+    r = t.get("rewrite")
+    if r:
+        out.append(f"Rewrite ({r['mode']}{', deterministic fallback' if r['used_fallback'] else ''}):")
+        out.extend("  " + line for line in (r.get("diff") or "(no change)").splitlines())
+    if t.get("replanned"):
+        out.append("Note: the stores changed while judging; the decision was made again under the write lock.")
+    out.append("")
+    out.append(outcome.text)
+    return "\n".join(out)
+
