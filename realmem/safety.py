@@ -1,0 +1,643 @@
+"""Local safety scan for memory candidates (spec: "Remember path", step 1).
+
+A candidate that contains a secret (keys, tokens, private keys, credentialed URLs, literal
+password assignments) is refused, or redacted when the caller asks for it.  A candidate that
+contains a prompt-injection pattern (override instructions, forged chat or system tags,
+exfiltration, ``curl | sh``, bidi or invisible characters) is always refused.  Refusal
+reasons name only the category and kind of each finding, never the matched text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import attrs
+
+SECRET = "secret"
+INJECTION = "injection"
+
+__all__ = ["INJECTION", "SECRET", "Finding", "ScanResult", "scan", "scan_memory"]
+
+
+@attrs.frozen
+class Finding:
+    """One detected pattern: its category, kind and span in the scanned text."""
+
+    category: str  # SECRET or INJECTION
+    kind: str
+    start: int
+    end: int
+
+
+@attrs.frozen
+class ScanResult:
+    """Outcome of a scan: ``text`` is the redacted text when redaction applied, else the input."""
+
+    ok: bool
+    findings: tuple[Finding, ...]
+    text: str
+
+    def kinds(self, category: str) -> tuple[str, ...]:
+        """Distinct kinds of one category, in order of first appearance."""
+        return tuple(dict.fromkeys(f.kind for f in self.findings if f.category == category))
+
+    def reason(self) -> str:
+        """Human message naming the categories and kinds found; never contains matched text."""
+        if not self.findings:
+            return "ok"
+        parts = []
+        if secrets := self.kinds(SECRET):
+            parts.append(f"a secret ({', '.join(secrets)})")
+        if injections := self.kinds(INJECTION):
+            parts.append(f"a prompt-injection pattern ({', '.join(injections)})")
+        if self.ok:
+            return f"redacted: contained {' and '.join(parts)}"
+        return f"refused: contains {' and '.join(parts)}"
+
+
+# --------------------------------------------------------------------------------------------
+# Value heuristics
+
+_PLACEHOLDER_WORDS = frozenset(
+    """
+    password passwd pass pwd passphrase secret secrets token apikey api_key api-key key
+    changeme change_me change-me changeit example placeholder redacted masked hidden
+    none null nil true false undefined empty todo tbd dummy test testing foo bar foobar
+    mypassword yourpassword mysecret yoursecret mytoken yourtoken username user
+    """.split()
+)
+_PLACEHOLDER_RE = re.compile(
+    r"""(?ix)
+    \$.*                                  # $VAR, ${VAR}, ${{ secrets.X }}, $(cmd)
+    | %[A-Za-z_][A-Za-z0-9_]*%            # %VAR%
+    | env:[A-Za-z_][A-Za-z0-9_]*          # env:VAR (realmem config convention)
+    | <[^<>]*> | \{\{.*\}\} | \{[A-Za-z_][\w.]*\} | %\(?\w*\)?s   # templates, format strings
+    | [*xX.•#_-]+                         # masks: ***, xxxx, ...
+    | .*\*\*\*.*                          # partially masked
+    | (?:your|my|insert|replace)[-_ ].*
+    | .*(?:example|placeholder|changeme|change[-_]me|redacted|dummy|_here|-here).*
+    """
+)
+_EXPRESSION_RE = re.compile(r"[(\[{]|^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$|^@")
+_VERSION_RE = re.compile(r"v?\d+(?:\.\d+)+(?:[-+][\w.]+)?")
+_SYMBOLS = frozenset("!@#$%^&*+=?~|")
+
+
+def _is_placeholder(value: str) -> bool:
+    """True for empty values, env references, templates, masks and well-known dummies."""
+    v = value.strip().strip("\"'`")
+    return not v or v.lower() in _PLACEHOLDER_WORDS or _PLACEHOLDER_RE.fullmatch(v) is not None
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def _looks_secret(value: str) -> bool:
+    """A single token mixing letters with digits or symbols, or long and high-entropy."""
+    if len(value) < 6 or any(ch.isspace() for ch in value) or _VERSION_RE.fullmatch(value):
+        return False
+    has_alpha = any(ch.isalpha() for ch in value)
+    mixed = any(ch.isdigit() for ch in value) or any(ch in _SYMBOLS for ch in value)
+    return (has_alpha and mixed) or (len(value) >= 16 and _entropy(value) >= 3.5)
+
+
+def _jwt_header_ok(token: str) -> bool:
+    """The first segment decodes to a JSON object carrying an "alg" member."""
+    head = token.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (binascii.Error, ValueError, RecursionError):
+        return False
+    return isinstance(decoded, dict) and "alg" in decoded
+
+
+def _mixed_alnum(token: str) -> bool:
+    """Token body contains both a letter and a digit (random keys, not words)."""
+    body = token.split("-", 1)[-1]
+    return any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
+
+
+# --------------------------------------------------------------------------------------------
+# Secret rules.  Every rule carries a gate: groups of lower-case substrings, at least one of
+# each group must occur in the lower-cased text before the (much slower) regex runs.
+
+_Gate = tuple[tuple[str, ...], ...]
+
+
+def _gate_open(lower: str, gate: _Gate) -> bool:
+    """True when every group of the gate has a member in ``lower``."""
+    return all(any(needle in lower for needle in group) for group in gate)
+
+
+@attrs.frozen
+class _Rule:
+    kind: str
+    regex: re.Pattern[str]
+    gate: _Gate
+    priority: int = 1  # lower wins when secret spans overlap
+    check: Callable[[re.Match[str]], bool] | None = None
+    group: str | int = 0
+
+
+_PRIVATE_KEY = "PRIVATE KEY(?: BLOCK)?-----"
+_TOKEN_RULES: tuple[_Rule, ...] = (
+    _Rule("private-key", re.compile(
+        r"-----BEGIN[ A-Z0-9]{0,40}" + _PRIVATE_KEY
+        + r"(?:[\s\S]*?-----END[ A-Z0-9]{0,40}" + _PRIVATE_KEY + r"|[A-Za-z0-9+/=\s:,.-]*)"),
+        (("private key",),), priority=0),
+    _Rule("aws-access-key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+          (("akia", "asia", "abia", "acca"),)),
+    _Rule("github-token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])"),
+          (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),)),
+    _Rule("github-token", re.compile(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,255}"),
+          (("github_pat_",),)),
+    _Rule("gitlab-token", re.compile(r"(?<![A-Za-z0-9_-])gl(?:pat|dt|ptt|rt|soat)-[A-Za-z0-9_-]{20,}"),
+          (("glpat-", "gldt-", "glptt-", "glrt-", "glsoat-"),)),
+    _Rule("slack-token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"), (("xox",),)),
+    _Rule("slack-webhook",
+          re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}"),
+          (("hooks.slack.com",),)),
+    _Rule("stripe-key", re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+          (("_live_", "_test_"),)),
+    _Rule("anthropic-key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"), (("sk-ant-",),)),
+    _Rule("openai-key", re.compile(
+        r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+        (("sk-",),), check=lambda m: _mixed_alnum(m.group())),
+    _Rule("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),
+          (("aiza",),)),
+    _Rule("npm-token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), (("npm_",),)),
+    _Rule("pypi-token", re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"), (("pypi-",),)),
+    _Rule("huggingface-token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
+          (("hf_",),)),
+    _Rule("sendgrid-key", re.compile(r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"), (("sg.",),)),
+    _Rule("jwt", re.compile(
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"),
+        (("eyj",),), check=lambda m: _jwt_header_ok(m.group())),
+    _Rule("aws-secret-key", re.compile(
+        r"(?i)aws[\w.:\s-]{0,20}?(?:secret|sk)[A-Za-z0-9_.-]{0,20}[\"']?[ \t]*(?::=|=>|[:=])"
+        r"[ \t]*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"),
+        (("aws",),), priority=2, group="v"),
+    _Rule("azure-storage-key", re.compile(r"(?i)AccountKey=(?P<v>[A-Za-z0-9+/]{80,}={0,2})"),
+          (("accountkey=",),), priority=2, group="v"),
+    _Rule("authorization-header", re.compile(
+        r"(?i)\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:bearer|basic|token)[ \t]+"
+        r"(?P<v>[A-Za-z0-9._~+/=-]{8,})"),
+        (("authorization",),), priority=3, check=lambda m: not _is_placeholder(m.group("v")), group="v"),
+    _Rule("bearer-token", re.compile(r"(?i)\bbearer[ \t]+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)"),
+          (("bearer",),), priority=3, check=lambda m: _looks_secret(m.group("v")), group="v"),
+)
+
+_SCHEME_RE = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}$")
+_USERINFO_RE = re.compile(r"(?P<u>[^\s:/?#@\[\]\"'<>]*):(?P<v>[^\s/?#@\"']+)@(?=[\w\[])")
+
+
+def _credentialed_urls(text: str) -> Iterator[tuple[str, int, int, int]]:
+    """Passwords in ``scheme://user:password@host`` (not placeholders, not user == password)."""
+    pos = text.find("://")
+    while pos >= 0:
+        m = _USERINFO_RE.match(text, pos + 3)
+        if m and _SCHEME_RE.search(text, max(0, pos - 21), pos):
+            user, password = m.group("u"), m.group("v")
+            if not _is_placeholder(password) and password != user:
+                yield "credentialed-url", m.start("v"), m.end("v"), 3
+        pos = text.find("://", pos + 3)
+
+
+# Runs on the lower-cased text; the value is then read from the original text.
+_ASSIGN_KEY_RE = re.compile(
+    r"(?P<key>pass(?:word|wd|phrase)?|pwd|secret|token|key|credentials?)(?![a-z0-9_])"
+    r"[\"']?(?P<sp1>[ \t]*)(?P<sep>:=|=>|[:=]|(?<=[ \t])(?:is|was|to)(?=[ \t]))(?P<sp2>[ \t]*)"
+)  # the prose separators cover "the password is ...", "set the token to ..."
+_KEY_NAME_RE = re.compile(
+    r"(?:api|access|private|auth|secret|signing|encryption|master|client|app)[ _-]?key$")
+_VALUE_RE = re.compile(r"""(?P<q>["'`])(?P<qv>[^"'`\r\n]{1,256})(?P=q)|(?P<uv>[^\s"'`,;)\]}]{1,256})""")
+_FLAG_RE = re.compile(  # lower-cased text as well
+    r"(?<![\w-])--?(?P<key>password|passwd|pass|token|secret|api-key|apikey|auth-token|access-token"
+    r"|client-secret)(?:=|[ \t]+)"
+)
+_FLAG_VALUE_RE = re.compile(r"""(?P<q>["'])(?P<qv>[^"'\r\n]{1,256})(?P=q)|(?P<uv>[^\s"'`;|&]{1,256})""")
+_ASSIGN_GATE: _Gate = (("pass", "pwd", "secret", "token", "key", "credential"),)
+_FLAG_GATE: _Gate = (("-pass", "-token", "-secret", "-api", "-auth", "-access", "-client"),)
+
+
+def _assignment_findings(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
+    """Literal values assigned to password/secret/token/api-key names or flags."""
+    if _gate_open(lower, _ASSIGN_GATE):
+        for m in _ASSIGN_KEY_RE.finditer(lower):
+            key, start = m.group("key"), m.start()
+            if key in ("pass", "pwd") and start and lower[start - 1].isalpha():
+                continue  # bypass=, compass: ...
+            if key == "key" and not _KEY_NAME_RE.search(lower, max(0, start - 12), m.end("key")):
+                continue  # cache_key, sort key ...
+            is_password = key.startswith(("pass", "pwd"))
+            tight = m.group("sep") == "=" and not m.group("sp1") and not m.group("sp2")
+            yield from _literal_value(text, m.end(), _VALUE_RE, is_password, tight)
+    if _gate_open(lower, _FLAG_GATE):
+        for m in _FLAG_RE.finditer(lower):
+            yield from _literal_value(text, m.end(), _FLAG_VALUE_RE, m.group("key").startswith("pass"), False)
+
+
+def _literal_value(
+    text: str, pos: int, value_re: re.Pattern[str], is_password: bool, tight: bool
+) -> Iterator[tuple[str, int, int, int]]:
+    """The assigned value at ``pos`` when it is a literal secret."""
+    v = value_re.match(text, pos)
+    if v is None:
+        return
+    group = "qv" if v.group("qv") is not None else "uv"
+    if _assigned_literal(v.group(group), is_password, quoted=group == "qv", tight=tight):
+        kind = "password-assignment" if is_password else "secret-assignment"
+        yield kind, v.start(group), v.end(group), 4
+
+
+def _assigned_literal(value: str, is_password: bool, *, quoted: bool, tight: bool) -> bool:
+    """Whether an assigned value is a literal secret rather than a reference or prose."""
+    if _is_placeholder(value) or len(value) < (6 if is_password else 8):
+        return False
+    if not quoted and _EXPRESSION_RE.search(value):
+        return False
+    if not is_password and value.isdigit():
+        return False
+    if quoted and not any(ch.isspace() for ch in value):
+        return True
+    if tight and is_password:
+        return True
+    return _looks_secret(value)
+
+
+_GENERIC_CANDIDATE_RE = re.compile(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/-]{20,}={0,2}(?![A-Za-z0-9_+/=-])")
+_GENERIC_KEYWORDS = ("key", "token", "secret", "passw", "pwd", "credential", "auth", "bearer")
+_HEX_RE = re.compile(r"[0-9a-fA-F-]+")
+_IDENT_PART_RE = re.compile(r"[A-Za-z]+[0-9]{0,3}|[0-9]+")
+_PATH_SEGMENT_RE = re.compile(r"[a-z][a-z_-]{2,}")
+
+
+def _generic_findings(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
+    """High-entropy tokens on the same line as, and close to, a secret-ish keyword."""
+    if not _gate_open(lower, (_GENERIC_KEYWORDS,)):
+        return
+    for m in _GENERIC_CANDIDATE_RE.finditer(text):
+        token = m.group()
+        if not _generic_token_ok(token):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end < 0 else line_end
+        before = lower[max(line_start, m.start() - 48):m.start()]
+        after = lower[m.end():min(line_end, m.end() + 32)]
+        if any(k in before or k in after for k in _GENERIC_KEYWORDS):
+            yield "generic-api-key", m.start(), m.end(), 5
+
+
+def _generic_token_ok(token: str) -> bool:
+    """Random-looking key material: not a hash, UUID, identifier, path or base64 text."""
+    core = token.rstrip("=")
+    if len(core) < 20 or _HEX_RE.fullmatch(core):
+        return False
+    if not (any(c.isdigit() for c in core) and any(c.isalpha() for c in core)):
+        return False
+    parts = re.split(r"[_-]", core)
+    if len(parts) >= 3 and all(_IDENT_PART_RE.fullmatch(p) for p in parts if p):
+        return False
+    if "/" in core and (core.startswith("/") or "//" in core
+                        or any(_PATH_SEGMENT_RE.fullmatch(s) for s in core.split("/"))):
+        return False
+    if _entropy(core) < 3.5 or _decodes_to_text(token):
+        return False
+    return True
+
+
+def _decodes_to_text(token: str) -> bool:
+    """Base64 that decodes to printable ASCII text (a test vector, not key material)."""
+    if len(token) % 4:
+        return False
+    try:
+        raw = base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return bool(raw) and all(32 <= b < 127 or b in (9, 10, 13) for b in raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Injection rules run on the lower-cased text (no IGNORECASE: a literal first token lets the
+# regex engine skip ahead quickly).  ``bounded`` rules must start at a word boundary, checked
+# outside the regex for the same reason.
+
+@attrs.frozen
+class _InjectionRule:
+    kind: str
+    regex: re.Pattern[str]
+    gate: _Gate = ()
+    bounded: bool = True
+
+
+def _inj(kind: str, pattern: str, gate: _Gate = (), *, bounded: bool = True) -> _InjectionRule:
+    return _InjectionRule(kind, re.compile(pattern, re.MULTILINE), gate, bounded)
+
+
+_SENSITIVE = (
+    r"(?:(?:~|\$home|\$\{home\}|%userprofile%|/root|/home/[\w.-]+|/users/[\w.-]+)/\.(?:ssh|aws"
+    r"|gnupg|kube|docker|netrc|npmrc|pypirc|git-credentials|config/gcloud|azure|bash_history"
+    r"|zsh_history)"
+    r"|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|/etc/(?:passwd|shadow|sudoers)\b|(?<![\w.-])\.env(?![\w.-])"
+    r"|\.aws/credentials|\.ssh/)"
+)
+_SENSITIVE_GATE = ("~/", "$home", "${home}", "%userprofile%", "/root/", "/home/", "/users/", "id_rsa",
+                   "id_dsa", "id_ecdsa", "id_ed25519", "/etc/", ".env", ".aws/", ".ssh/")
+_ENV_DUMP = (r"(?:\$\(\s*(?:env|printenv)\s*\)|`\s*(?:env|printenv)\s*`|\bprintenv\b|\bos\.environ\b(?![.\[])"
+             r"|\bprocess\.env\b(?![.\[]))")
+_ENV_DUMP_GATE = ("printenv", "environ", "process.env", "$(", "`")
+_SHELL = r"(?:sudo\s+(?:-\S+\s+)*)?(?:(?:/usr)?/bin/)?(?:ba|z|k|c|tc|da|fi|a)?sh\b"
+_INTERPRETER = (r"(?:sudo\s+(?:-\S+\s+)*)?(?:python[0-9.]*|perl|ruby|node|php|pwsh|powershell|iex"
+                r"|invoke-expression)(?:\s+-)?\s*(?=$|[\n;&|)`'\"])")
+_DETERMINERS = (r"(?:\s+(?:all|every|any|the|your|my|our|their|its|user'?s?|current|local|stored|saved"
+                r"|these|those|of|and|contents?|values?))*\s+")
+_SENSITIVE_NOUN = (
+    r"(?:secrets?|credentials?|api[ _-]?keys?|access[ _-]?keys?|private[ _-]?keys?|ssh[ _-]?keys?"
+    r"|passwords?|tokens?|env(?:ironment)?(?:[ _-]?(?:vars?|variables?))?|\.env|cookies?"
+    r"|session[ _-]?ids?|conversation|chat[ _-]?history|system[ _-]?prompt)\b"
+    rf"|{_SENSITIVE}"
+)
+_FETCHERS = r"(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b"
+
+_INJECTION_RULES: tuple[_InjectionRule, ...] = (
+    _inj("override-instructions",
+         r"(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|each|every|the|your|my|of|these"
+         r"|those|such)\s+)*(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial"
+         r"|system|developer|safety)\s+(?:instructions?|prompts?|rules|directions?|guidelines|guidance"
+         r"|messages?|context|commands?|constraints|polic(?:y|ies))\b"),
+    _inj("override-instructions",
+         r"(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:your|these)\s+(?:instructions"
+         r"|rules|guidelines)\b"),
+    _inj("override-instructions",
+         r"(?:ignore|disregard|forget|override|bypass|reveal|leak)\s+(?:the\s+|your\s+|this\s+)?"
+         r"system\s+(?:prompt|message)\b"),
+    _inj("override-instructions",
+         r"you\s+are\s+now\s+(?:a|an|the|my|in|no\s+longer|free|unrestricted|unfiltered|jailbroken"
+         r"|dan|acting)\b"),
+    _inj("override-instructions",
+         r"(?:new|updated|revised|real|actual|true|additional|override)\s+(?:system\s+)?instructions?\s*:",
+         (("instruction",),)),
+    _inj("override-instructions",
+         r"from\s+now\s+on,?\s+(?:you|the\s+assistant|the\s+agent)\s+(?:will|must|should|are|shall)\b"),
+    _inj("override-instructions",
+         r"do\s+not\s+(?:follow|obey)\s+(?:the\s+|your\s+|any\s+)?(?:previous|prior|system|developer"
+         r"|original)\s+(?:instructions|prompt|rules)\b"),
+    _inj("fake-role-tag",
+         r"<\s*/?\s*(?:system|assistant|developer|human|system[-_]?(?:prompt|message|reminder)|im_start"
+         r"|im_end)\b[^<>\n]{0,80}>", bounded=False),
+    _inj("fake-role-tag", r"<\|[a-z_]{2,30}\|>|\[/?inst\]|<</?sys>>", (("<|", "inst]", "<<"),),
+         bounded=False),
+    _inj("fake-role-tag",
+         r"^[ \t]*#{1,6}[ \t]*(?:system|assistant|developer|user|human|instructions?)"
+         r"(?:[ \t]+(?:prompt|message))?[ \t]*:", (("#",), (":",)), bounded=False),
+    _inj("fake-role-tag", r"^[ \t]*(?:system|assistant|developer|human)[ \t]*:",
+         (("system", "assistant", "developer", "human"), (":",)), bounded=False),
+    _inj("fake-role-tag", r"<\s*/?\s*realmem(?:[-_][\w-]*)?\b[^<>]{0,200}>", bounded=False),
+    _inj("exfiltration",
+         rf"(?:curl|wget|nc|ncat|netcat|scp|rsync|sftp|iwr|irm|invoke-webrequest|invoke-restmethod)\b"
+         rf"[^\n|;&]{{0,200}}?(?:{_SENSITIVE}|{_ENV_DUMP})",
+         (("curl", "wget", "nc", "scp", "rsync", "sftp", "iwr", "irm", "invoke-"),
+          _SENSITIVE_GATE + _ENV_DUMP_GATE)),
+    _inj("exfiltration",
+         rf"(?:cat|type|base64|tar|zip|gpg|xxd|head|tail|get-content|gc)\b[^\n|;&]{{0,200}}?"
+         rf"{_SENSITIVE}[^\n|;&]{{0,100}}\|", (_SENSITIVE_GATE, ("|",))),
+    _inj("exfiltration",
+         r"(?:env|printenv|set)\s*\|\s*(?:curl|wget|nc|ncat|netcat|base64|mail|sendmail|ssh|telnet)\b",
+         (("|",),)),
+    _inj("exfiltration", r"wget\b[^\n]*?--post-(?:file|data)\b", (("--post-",),)),
+    _inj("exfiltration",
+         rf"(?:send|post|upload|exfiltrate|transmit|forward|leak|email|submit|beacon|copy)\b"
+         rf"{_DETERMINERS}(?:{_SENSITIVE_NOUN})[^\n]{{0,120}}?(?:https?|ftp|wss?)://", (("://",),)),
+    _inj("pipe-to-shell", rf"{_FETCHERS}[^\n|;&]*\|\s*(?:{_SHELL}|{_INTERPRETER})", (("|",),)),
+    _inj("pipe-to-shell", r"(?:sh|source|\.)\s+<\(\s*(?:curl|wget)\b", (("<(",),), bounded=False),
+    _inj("pipe-to-shell", r"(?:sh|eval)\b[^\n]{0,20}?[\"']?\$\(\s*(?:curl|wget)\b",
+         (("$(",), ("curl", "wget")), bounded=False),
+    _inj("pipe-to-shell",
+         r"(?:iex|invoke-expression)\b\s*\(?\s*(?:\(\s*)?(?:iwr|irm|invoke-webrequest|invoke-restmethod"
+         r"|new-object\s+(?:system\.)?net\.webclient)\b"),
+)
+# Case matters here: ``<instructions>`` is a prompt tag, ``Vec<Instruction>`` is Rust, and
+# ``[SYSTEM]`` is a role marker while ``[system]`` is a TOML table.
+_CASED_TAG_RE = re.compile(r"<\s*/?\s*instructions?\b[^<>\n]{0,80}>|\[(?:SYSTEM|ASSISTANT|DEVELOPER)\]")
+
+
+def _bounded_matches(rule: _InjectionRule, lower: str) -> Iterator[re.Match[str]]:
+    """Matches of a rule, skipping those that start inside a word when the rule is bounded."""
+    pos = 0
+    while (m := rule.regex.search(lower, pos)) is not None:
+        start = m.start()
+        if rule.bounded and start and (lower[start - 1].isalnum() or lower[start - 1] == "_"):
+            pos = start + 1
+            continue
+        yield m
+        pos = max(m.end(), start + 1)
+
+
+_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]+")
+_INVISIBLE_RE = re.compile("[\u200b-\u200d\u2060-\u2064\ufeff\u00ad\u180e\U000e0000-\U000e007f]+")
+_HIDDEN = frozenset(
+    [*map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), *map(chr, range(0x200B, 0x200E)),
+     *map(chr, range(0x2060, 0x2065)), "\ufeff", "\u00ad", "\u180e"]
+)
+_ZWJ, _ZWNJ = "\u200d", "\u200c"
+
+
+def _is_emoji(ch: str) -> bool:
+    """Emoji code points, variation selector 16 and skin-tone modifiers."""
+    cp = ord(ch)
+    return 0x1F000 <= cp <= 0x1FAFF or 0x2600 <= cp <= 0x27BF or 0x2300 <= cp <= 0x23FF or cp == 0xFE0F
+
+
+def _joins_script(ch: str) -> bool:
+    """Letters of scripts where ZWNJ is ordinary orthography (Arabic, Persian, Indic)."""
+    cp = ord(ch)
+    return (0x0600 <= cp <= 0x077F or 0x0900 <= cp <= 0x0D7F
+            or 0xFB50 <= cp <= 0xFDFF or 0xFE70 <= cp <= 0xFEFC)
+
+
+def _legit_joiner(text: str, start: int, end: int) -> bool:
+    """A lone ZWJ inside an emoji sequence, or a lone ZWNJ between Arabic/Indic letters."""
+    if end - start != 1 or start == 0 or end >= len(text):
+        return False
+    before, after = text[start - 1], text[end]
+    if text[start] == _ZWJ:
+        return _is_emoji(before) and _is_emoji(after)
+    return text[start] == _ZWNJ and _joins_script(before) and _joins_script(after)
+
+
+_NON_ASCII_RUN_RE = re.compile(r"[^\x00-\x7f]+")
+
+
+def _normalized(text: str) -> tuple[str, list[int]]:
+    """Per-character NFKC with hidden characters dropped, plus a map back to input offsets."""
+    out: list[str] = []
+    origin: list[int] = []
+    pos = 0
+    for run in _NON_ASCII_RUN_RE.finditer(text):
+        out.append(text[pos:run.start()])
+        origin.extend(range(pos, run.start()))
+        for i in range(run.start(), run.end()):
+            ch = text[i]
+            if ch in _HIDDEN or 0xE0000 <= ord(ch) <= 0xE007F:
+                continue
+            norm = unicodedata.normalize("NFKC", ch)
+            out.append(norm)
+            origin.extend([i] * len(norm))
+        pos = run.end()
+    out.append(text[pos:])
+    origin.extend(range(pos, len(text)))
+    return "".join(out), origin
+
+
+def _injection_findings(text: str, lower: str) -> list[Finding]:
+    """Injection patterns in the text, and in the NFKC form of lines whose compatibility
+    characters (fullwidth, mathematical, enclosed letters) spell ASCII words."""
+    found = _rule_findings(text, lower)
+    if text.isascii():
+        return _dedupe(found)
+    found += [Finding(INJECTION, "bidi-control", m.start(), m.end()) for m in _BIDI_RE.finditer(text)]
+    found += [
+        Finding(INJECTION, "invisible-character", m.start(), m.end())
+        for m in _INVISIBLE_RE.finditer(text)
+        if not _legit_joiner(text, m.start(), m.end())
+    ]
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        compat = not line.isascii() and (
+            _ascii_alnum_count(unicodedata.normalize("NFKC", line)) > _ascii_alnum_count(line))
+        if compat:
+            norm, origin = _normalized(line)
+            for f in _rule_findings(norm, _lower(norm)):
+                start = offset + origin[min(f.start, len(origin) - 1)]
+                end = offset + origin[max(f.end - 1, f.start)] + 1
+                found.append(Finding(INJECTION, f.kind, start, max(end, start + 1)))
+        offset += len(line)
+    return _dedupe(found)
+
+
+_NOT_ASCII_ALNUM = bytes(b for b in range(128) if not chr(b).isalnum())
+
+
+def _ascii_alnum_count(text: str) -> int:
+    """ASCII letters and digits in the text; grows under NFKC when compatibility letters
+    (fullwidth, mathematical, enclosed) spell out ASCII words."""
+    return len(text.encode("ascii", "ignore").translate(None, _NOT_ASCII_ALNUM))
+
+
+def _rule_findings(text: str, lower: str) -> list[Finding]:
+    """Matches of the gated injection rules (``lower`` is ``text`` lower-cased, same length)."""
+    found = [
+        Finding(INJECTION, rule.kind, m.start(), m.end())
+        for rule in _INJECTION_RULES
+        if _gate_open(lower, rule.gate)
+        for m in _bounded_matches(rule, lower)
+    ]
+    found += [Finding(INJECTION, "fake-role-tag", m.start(), m.end())
+              for m in _CASED_TAG_RE.finditer(text)]
+    return found
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """Drop findings of the same kind whose span lies inside an earlier one."""
+    kept: list[Finding] = []
+    reach: dict[str, int] = {}  # kind -> furthest end among kept findings
+    for f in sorted(findings, key=lambda f: (f.start, -f.end)):
+        if f.end > reach.get(f.kind, -1):
+            kept.append(f)
+            reach[f.kind] = f.end
+    return kept
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets: collect, merge overlapping spans
+
+def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
+    """(kind, start, end, priority) for every secret rule match."""
+    for rule in _TOKEN_RULES:
+        if not _gate_open(lower, rule.gate):
+            continue
+        for m in rule.regex.finditer(text):
+            if (rule.check is None or rule.check(m)) and m.end(rule.group) > m.start(rule.group):
+                yield rule.kind, m.start(rule.group), m.end(rule.group), rule.priority
+    if "://" in text:
+        yield from _credentialed_urls(text)
+    yield from _assignment_findings(text, lower)
+    yield from _generic_findings(text, lower)
+
+
+def _secret_findings(text: str, lower: str) -> list[Finding]:
+    """Secret spans merged where they overlap; each region takes its most specific kind."""
+    regions: list[tuple[int, int, int, str]] = []  # start, end, priority, kind
+    for kind, start, end, priority in sorted(_raw_secrets(text, lower), key=lambda r: (r[1], -r[2])):
+        if regions and start < regions[-1][1]:
+            r_start, r_end, r_prio, r_kind = regions[-1]
+            best = (priority, kind) if priority < r_prio else (r_prio, r_kind)
+            regions[-1] = (r_start, max(r_end, end), *best)
+        else:
+            regions.append((start, end, priority, kind))
+    return [Finding(SECRET, kind, start, end) for start, end, _, kind in regions]
+
+
+def _redact(text: str, findings: list[Finding], offset: int = 0) -> str:
+    """Replace each secret span (shifted by ``offset`` and clipped to the text) by a marker."""
+    out: list[str] = []
+    pos = 0
+    for f in findings:
+        start, end = max(f.start - offset, 0), min(f.end - offset, len(text))
+        if f.category != SECRET or start >= end or start < pos:
+            continue
+        out.append(text[pos:start])
+        out.append(f"[REDACTED:{f.kind}]")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def _lower(text: str) -> str:
+    """Lower-cased text with the same length, so offsets carry over."""
+    lower = text.lower()
+    if len(lower) != len(text):  # a few characters (e.g. U+0130) grow when lower-cased
+        lower = text.translate(_ASCII_LOWER)
+    return lower
+
+
+def _findings(text: str) -> list[Finding]:
+    """All findings, ordered by position."""
+    lower = _lower(text)
+    found = _secret_findings(text, lower) + _injection_findings(text, lower)
+    return sorted(found, key=lambda f: (f.start, f.end))
+
+
+def scan(text: str, *, redact: bool = False) -> ScanResult:
+    """Scan one text.  With ``redact``, secrets are masked and only injection refuses."""
+    findings = _findings(text)
+    injected = any(f.category == INJECTION for f in findings)
+    if redact and not injected:
+        return ScanResult(ok=True, findings=tuple(findings), text=_redact(text, findings))
+    return ScanResult(ok=not findings, findings=tuple(findings), text=text)
+
+
+def scan_memory(caption: str, content: str, *, redact: bool = False) -> tuple[ScanResult, str, str]:
+    """Scan a candidate's caption and content together (joined by a newline; spans refer to
+    that joined text) and return the result with the possibly redacted caption and content."""
+    joined = f"{caption}\n{content}"
+    result = scan(joined, redact=redact)
+    if not (redact and result.ok and result.findings):
+        return result, caption, content
+    secrets = [f for f in result.findings if f.category == SECRET]
+    return result, _redact(caption, secrets), _redact(content, secrets, offset=len(caption) + 1)
