@@ -54,6 +54,7 @@ class Realmem:
     def open(cls, home: str | Path | None = None, cwd: str | Path | None = None, *, session: str | None = None,
              scan: bool = True) -> "Realmem":
         app = cls(home_dir(home), Path(cwd or os.getcwd()), session=session)
+        app.catch_up_tables()
         app.register_stores()
         app.catch_up_files()
         if scan:
@@ -243,6 +244,12 @@ class Realmem:
     def projection_seq(self, name: str) -> int:
         row = self.conn.execute("SELECT seq FROM projection_state WHERE name=?", (name,)).fetchone()
         return row[0] if row else 0
+
+    def catch_up_tables(self) -> None:
+        """Apply events the tables have not seen yet (opening the store heals a lagging log)."""
+        if self.projection_seq("tables") < log.last_seq(self.conn):
+            with db.transaction(self.conn):
+                self._catch_up_tables()
 
     def _catch_up_tables(self) -> None:
         """Apply events appended but not yet applied (e.g. by an older version). Runs inside
