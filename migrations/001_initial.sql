@@ -157,3 +157,11 @@ CREATE TABLE file_stats (
   size     INTEGER NOT NULL,
   PRIMARY KEY (store, file)
 );
+
+-- Cache: pre-tokenized FTS text per (caption, content, paths), so replay and reindex do not
+-- re-run ICU segmentation for text realmem has indexed before.
+CREATE TABLE fts_tokens (
+  key     TEXT PRIMARY KEY,
+  caption TEXT NOT NULL,
+  body    TEXT NOT NULL
+);

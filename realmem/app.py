@@ -63,7 +63,6 @@ class Realmem:
         return app
 
     def close(self) -> None:
-        self.lock.release_all()
         self.conn.close()
 
     def __enter__(self) -> "Realmem":

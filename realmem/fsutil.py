@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -20,7 +20,8 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -28,7 +29,8 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:

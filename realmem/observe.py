@@ -37,24 +37,27 @@ def scan_stores(app: "Realmem", stores: list[str] | None = None) -> list[ev.Enve
     for store in stores or app.visible_stores():
         with app.lock.hold(app.config["gate.lockWaitSeconds"]):
             app.catch_up_files()
-            events = _scan_store(app, store)
+            events, seen = _scan_store(app, store)
             if events:
                 out.extend(app.emit(events))
-            _refresh_stats(app, store)
+            with app.conn:
+                _remember_stats(app, store, seen)
     return out
 
 
-def _refresh_stats(app: "Realmem", store: str) -> None:
-    d = app.store_dir(store)
-    names = [r[0] for r in app.conn.execute("SELECT file FROM memories WHERE store=?", (store,))]
-    with app.conn:
-        app.conn.execute("DELETE FROM file_stats WHERE store=?", (store,))
-        for name in names:
-            if (d / name).exists():
-                app.record_stat(store, name)
+def _remember_stats(app: "Realmem", store: str, seen: dict[str, tuple[int, int] | None]) -> None:
+    """Record the size/mtime of files the scan read and accepted (None: forget the entry), so
+    the next scan skips them; files realmem writes itself are recorded by ``emit``."""
+    for name, st in seen.items():
+        if st is None:
+            app.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
+        else:
+            app.conn.execute(
+                "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
+                "mtime_ns=excluded.mtime_ns, size=excluded.size", (store, name, *st))
 
 
-def _scan_store(app: "Realmem", store: str) -> list[ev.Event]:
+def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None]]:
     d = app.store_dir(store)
     known = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
     by_file = {f: mem_id for mem_id, (f, _) in known.items()}
@@ -62,6 +65,7 @@ def _scan_store(app: "Realmem", store: str) -> list[ev.Event]:
     problems = {r[0]: r[1] for r in app.conn.execute("SELECT file, digest FROM problems WHERE store=?", (store,))}
     events: list[ev.Event] = []
     seen_ids: dict[str, str] = {}
+    new_stats: dict[str, tuple[int, int] | None] = {}
     if not d.is_dir():
         entries: list[os.DirEntry[str]] = []
     else:
@@ -76,26 +80,27 @@ def _scan_store(app: "Realmem", store: str) -> list[ev.Event]:
 
     for entry in entries:
         name = entry.name
-        path = Path(entry.path)
         if entry.is_symlink():
-            target = path.resolve()
+            target = Path(entry.path).resolve()
             if not target.is_relative_to(root):
                 problem(name, "symlink-escape", f"{name} links outside the store ({target}); ignored", None, _digest(str(target)))
                 continue
         try:
-            st = path.stat()
+            st = entry.stat()
         except OSError as exc:
             problem(name, "unreadable", f"cannot read {name}: {exc.strerror}", None, _digest(str(exc)))
             continue
         mem_id = by_file.get(name)
-        if mem_id is not None and stats.get(name) == (st.st_mtime_ns, st.st_size):
+        stamp = (st.st_mtime_ns, st.st_size)
+        if mem_id is not None and stats.get(name) == stamp:
             seen_ids[mem_id] = name
             continue
         if st.st_size > files.MAX_FILE_BYTES:
             problem(name, "unreadable", f"{name} is larger than {files.MAX_FILE_BYTES} bytes; ignored", None, _digest(str(st.st_size)))
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            with open(entry.path, encoding="utf-8") as fh:
+                text = fh.read()
         except (OSError, UnicodeDecodeError) as exc:
             problem(name, "unreadable", f"cannot read {name}: {exc}", None, _digest(repr(exc)))
             if mem_id is not None:
@@ -122,6 +127,7 @@ def _scan_store(app: "Realmem", store: str) -> list[ev.Event]:
         seen_ids[parsed.id] = name
         current = known.get(parsed.id)
         if current is not None and current == (name, text):
+            new_stats[name] = stamp
             continue
         now = now_iso()
         fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or _default_paths(store),
@@ -129,12 +135,14 @@ def _scan_store(app: "Realmem", store: str) -> list[ev.Event]:
         result, _, _ = scan_memory(parsed.caption, parsed.content)
         quarantine = None if result.ok else result.reason()
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
+        new_stats[name] = stamp
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
-    for mem_id in known:
+    for mem_id, (name, _) in known.items():
         if mem_id not in seen_ids:
             events.append(ev.FileObserved(store, mem_id, "deleted"))
-    return events
+            new_stats[name] = None
+    return events, new_stats
 
 
 def _default_paths(store: str) -> list[str]:

@@ -218,15 +218,16 @@ def file_name(caption: str, mem_id: str, taken: set[str]) -> str:
     return f"{base}-{ids.short(mem_id)[:8].lower().replace('_', '-')}.md"
 
 
-def write(directory: Path, name: str, text: str) -> bool:
-    """Atomically write ``text`` unless the file already holds exactly it; True if written."""
+def write(directory: Path, name: str, text: str, *, durable: bool = True) -> bool:
+    """Atomically write ``text`` unless the file already holds exactly it; True if written.
+    ``durable=False`` skips the fsyncs (replay writes thousands of files, then syncs once)."""
     path = directory / name
     try:
         if path.read_text(encoding="utf-8") == text:
             return False
     except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
         pass
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, durable=durable)
     return True
 
 

@@ -7,6 +7,7 @@ no vector until the worker embeds it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 
@@ -18,16 +19,28 @@ from realmem.tokenize import index_text
 VEC_TABLE = "memories_vec"
 
 
-def _tokens(caption: str, content: str, paths: list[str]) -> tuple[str, str]:
-    """(caption tokens, body tokens); paths are indexed so "db migrations" finds db/migrations."""
-    return index_text(caption), index_text(content + "\n" + " ".join(paths))
+def _token_key(caption: str, body: str) -> str:
+    return hashlib.sha256(f"{caption}\0{body}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _tokens(conn: apsw.Connection, caption: str, content: str, paths: list[str]) -> tuple[str, str]:
+    """(caption tokens, body tokens), through the token cache.  Paths are indexed so a query
+    "db migrations" finds a fact about db/migrations."""
+    body = content + "\n" + " ".join(paths)
+    key = _token_key(caption, body)
+    row = conn.execute("SELECT caption, body FROM fts_tokens WHERE key=?", (key,)).fetchone()
+    if row is not None:
+        return row[0], row[1]
+    toks = index_text(caption), index_text(body)
+    conn.execute("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", (key, *toks))
+    return toks
 
 
 def sync(conn: apsw.Connection, rowid: int, m: Memory, *, content_changed: bool) -> None:
     conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
     if m.quarantined is None:
         conn.execute("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
-                     (rowid, *_tokens(m.caption, m.content, m.paths)))
+                     (rowid, *_tokens(conn, m.caption, m.content, m.paths)))
     if content_changed or m.quarantined is not None:
         refresh_vector(conn, rowid, m.hash if m.quarantined is None else None)
 
@@ -70,6 +83,10 @@ def active_fingerprint(conn: apsw.Connection) -> str | None:
 
 def pack(vector: list[float]) -> bytes:
     return struct.pack(f"{len(vector)}f", *vector)
+
+
+def unpack(blob: bytes) -> list[float]:
+    return list(struct.unpack(f"{len(blob) // 4}f", blob))
 
 
 def set_space(conn: apsw.Connection, fingerprint: str, dims: int) -> bool:
@@ -128,12 +145,38 @@ def rebuild_vectors(conn: apsw.Connection) -> int:
     return conn.execute(f"SELECT count(*) FROM {VEC_TABLE}").fetchone()[0]
 
 
+def prune_token_cache(conn: apsw.Connection) -> None:
+    """Drop cached tokens no current memory uses (called after a full rebuild)."""
+    live = set()
+    for caption, content, paths in conn.execute("SELECT caption, content, paths FROM memories"):
+        live.add(_token_key(caption, content + "\n" + " ".join(json.loads(paths))))
+    stale = [k for (k,) in conn.execute("SELECT key FROM fts_tokens") if k not in live]
+    conn.executemany("DELETE FROM fts_tokens WHERE key=?", [(k,) for k in stale])
+
+
+def index_all(conn: apsw.Connection) -> None:
+    """Index every memory row (replay, after the tables were bulk-written)."""
+    rows = conn.execute("SELECT rowid, caption, content, paths FROM memories WHERE quarantined IS NULL").fetchall()
+    cached = {k: (c, b) for k, c, b in conn.execute("SELECT key, caption, body FROM fts_tokens")}
+    out, fresh = [], []
+    for rowid, caption, content, paths in rows:
+        body = content + "\n" + " ".join(json.loads(paths))
+        key = _token_key(caption, body)
+        toks = cached.get(key)
+        if toks is None:
+            toks = index_text(caption), index_text(body)
+            fresh.append((key, *toks))
+        out.append((rowid, *toks))
+    conn.executemany("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", fresh)
+    conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)", out)
+
+
 def rebuild_fts(conn: apsw.Connection) -> int:
     conn.execute("DELETE FROM memories_fts")
     n = 0
     for row in conn.execute("SELECT rowid, caption, content, paths, quarantined FROM memories").fetchall():
         if row[4] is None:
             conn.execute("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
-                         (row[0], *_tokens(row[1], row[2], json.loads(row[3]))))
+                         (row[0], *_tokens(conn, row[1], row[2], json.loads(row[3]))))
             n += 1
     return n

@@ -121,6 +121,26 @@ def _upsert_memory(conn: apsw.Connection, m: Memory, c: Counter, u: Urgency | No
         conn.execute("INSERT INTO missing_paths VALUES (?,?,?,?)", (*key, path, suggested))
 
 
+def save_all(conn: apsw.Connection, state: State) -> None:
+    """Bulk-write a whole state into EMPTY tables (replay's fast path), then index it."""
+    conn.executemany(
+        f"INSERT INTO memories({MEMORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [(m.store, m.id, m.caption, m.content, json.dumps(m.paths, ensure_ascii=False), m.created, m.updated,
+          m.file, m.text, m.hash, m.source, m.quarantined, m.last_seq) for m in state.memories.values()],
+    )
+    conn.executemany("INSERT INTO counters VALUES (?,?,?,?)",
+                     [(*k, c.used_count, c.path_inject_count) for k, c in state.counters.items() if k in state.memories])
+    conn.executemany("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
+                     [(*k, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence, u.source)
+                      for k, u in state.urgency.items() if k in state.memories])
+    conn.executemany("INSERT INTO missing_paths VALUES (?,?,?,?)",
+                     [(*k, p, s) for k, flags in state.missing.items() if k in state.memories
+                      for p, s in sorted(flags.items())])
+    for saver in _SAVERS.values():
+        saver(conn, state)
+    index.index_all(conn)
+
+
 def _save_stores(conn: apsw.Connection, state: State) -> None:
     conn.execute("DELETE FROM stores")
     conn.executemany("INSERT INTO stores VALUES (?,?,?,?,?)",

@@ -1,0 +1,244 @@
+"""`realmem bench`: the performance budgets of DESIGN.md section 6, measured on synthetic stores.
+
+Each size gets a fresh temporary REALMEM_HOME and git project.  The store is built the way
+realmem builds any state, by appending events and replaying them (so replay speed is measured
+on the way).  Vectors come from the deterministic fake embedder written straight into the
+cache, so embedding-service time is excluded as the budgets require.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from realmem import db, ids
+from realmem.app import Realmem
+from realmem.events import store as log
+from realmem.events import types as ev
+from realmem.fakes.embeddings import fake_embedding
+from realmem.projections import files, index, replay
+
+WORDS = ("build test deploy docker postgres migration schema cache redis queue worker api auth token "
+         "session config env lint format release branch commit review ci pipeline bundle webpack vite "
+         "react hooks state store router render server client timeout retry backoff logging metrics "
+         "trace index search embed vector shard replica backup restore cron job lock mutex thread "
+         "process signal socket http grpc proto json yaml toml parser tokenizer compiler wasm").split()
+DIMS = 64
+
+
+def _pct(samples: list[float], p: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    ms = [x * 1000 for x in samples]
+    return {"p50_ms": round(statistics.median(ms), 3), "p95_ms": round(_pct(ms, 95), 3),
+            "max_ms": round(max(ms), 3), "n": len(ms)}
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", *args], cwd=root,
+                   check=True, capture_output=True)
+
+
+def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, float, int]:
+    """A project with n memories (a third path-scoped); returns app, replay seconds, events."""
+    (root / "src").mkdir(parents=True)
+    _git(root, "init", "-q")
+    _git(root, "commit", "-q", "--allow-empty", "-m", "init")
+    modules = [f"src/mod{i}" for i in range(max(10, n // 50))]
+    for m in modules[:200]:
+        (root / m).mkdir(parents=True, exist_ok=True)
+        (root / m / "main.py").write_text("x\n")
+    app = Realmem.open(home, root, scan=False)
+    assert app.project is not None
+    shared, personal = app.project.shared_store, app.project.personal_store
+    now = log.now_iso()
+    taken: dict[str, set[str]] = {shared: set(), personal: set(), "global": set()}
+    events: list[ev.Event] = []
+    for i in range(n):
+        store = shared if i % 3 else (personal if i % 2 else "global")
+        words = rng.sample(WORDS, 8)
+        caption = f"{words[0]} {words[1]} uses {words[2]} ({i})"
+        content = f"Run `{words[3]}_{words[4]} --{words[5]}` before {words[6]}; {' '.join(rng.sample(WORDS, 20))}."
+        if store != "global" and i % 3 == 1:
+            m = rng.choice(modules)
+            paths = [m] if i % 2 else [f"{m}/main.py", "**/migrations/*.sql"]
+        else:
+            paths = ["~" if store == "global" else "."]
+        mem_id = ids.new_id()
+        name = files.file_name(caption, mem_id, taken[store])
+        taken[store].add(name)
+        text = files.render(id=mem_id, caption=caption, paths=paths, created=now, updated=now, content=content)
+        events.append(ev.MemoryAdded(store, mem_id, ev.Fields(caption, content, paths, now, now, name, text), "bench"))
+        if i % 4 == 0:
+            events.append(ev.RecallHit([(store, mem_id)]))
+    with db.transaction(app.conn):
+        for e in events:
+            log.append(app.conn, e)
+        fp = "bench-fake-embeddings"
+        for e in events:
+            if isinstance(e, ev.MemoryAdded):
+                h = files.content_hash(e.fields.caption, e.fields.content)
+                index.cache_put(app.conn, h, fp, fake_embedding(e.fields.caption + "\n\n" + e.fields.content, DIMS))
+        index.set_space(app.conn, fp, DIMS)
+    rep = replay.replay(app)
+    return app, rep.seconds, rep.events
+
+
+def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
+    rng = random.Random(n)
+    iters = 60 if quick else 300
+    out: dict[str, Any] = {"memories": n}
+    with tempfile.TemporaryDirectory(prefix="realmem-bench-") as tmp:
+        home, root = Path(tmp) / "home", Path(tmp) / "proj"
+        old_home = os.environ.get("HOME")
+        os.environ["HOME"] = tmp  # global paths resolve under the temp dir, never the real ~
+        try:
+            progress(f"[{n}] building the store by replaying its events…")
+            app, secs, nev = build(home, root, n, rng)
+            out["replay_cold"] = {"events": nev, "seconds": round(secs, 3), "events_per_s": round(nev / secs)}
+            progress(f"[{n}] replay of the live store (`realmem replay`)…")
+            rep = replay.replay(app)
+            out["replay"] = {"events": rep.events, "seconds": round(rep.seconds, 3),
+                             "events_per_s": round(rep.events / rep.seconds)}
+            app.close()
+
+            progress(f"[{n}] store open…")
+            opens = []
+            for _ in range(5 if quick else 15):
+                t = time.perf_counter()
+                a = Realmem.open(home, root, scan=True)
+                opens.append(time.perf_counter() - t)
+                a.close()
+            out["store_open"] = _stats(opens)
+
+            app = Realmem.open(home, root, scan=False)
+            from realmem import recall, search
+            progress(f"[{n}] recall (BM25 + vectors fused)…")
+            samples = []
+            for _ in range(iters):
+                q = " ".join(rng.sample(WORDS, 3))
+                vec = fake_embedding(q, DIMS)
+                t = time.perf_counter()
+                bm = search.bm25(app.conn, q, app.visible_stores(), 200)
+                kn = search.knn(app.conn, vec, app.visible_stores(), 100)
+                search.fuse([bm], [kn], limit=recall.CANDIDATES)
+                samples.append(time.perf_counter() - t)
+            out["search_fused"] = _stats(samples)
+            samples = []
+            for _ in range(iters):
+                q = " ".join(rng.sample(WORDS, 3))
+                t = time.perf_counter()
+                recall.recall(app, queries=[q], count_hits=False)
+                samples.append(time.perf_counter() - t)
+            out["recall"] = _stats(samples)
+            app.close()
+
+            progress(f"[{n}] path-note hook over a real rpc child…")
+            out["path_notes_rpc"], out["rpc_ready"] = _bench_rpc(home, root, rng, iters)
+
+            progress(f"[{n}] remember gate overhead…")
+            out["gate"] = _bench_gate(home, root, rng, max(20, iters // 5))
+        finally:
+            if old_home is None:
+                os.environ.pop("HOME", None)
+            else:
+                os.environ["HOME"] = old_home
+    return out
+
+
+def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    cmd = [sys.executable, "-m", "realmem.cli", "--home", str(home), "rpc"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            bufsize=1)
+    assert proc.stdin and proc.stdout
+
+    def call(i: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    try:
+        call(0, "hello", {})
+        ready = time.perf_counter() - t0
+        call(1, "recall", {"cwd": str(root), "queries": ["warm up"]})  # opens the store, warms caches
+        samples = []
+        shown: list[str] = []
+        for i in range(iters):
+            m = rng.randrange(200)
+            tool = rng.choice(["read", "bash"])
+            inp = {"path": f"src/mod{m}/main.py"} if tool == "read" else {"command": f"cat src/mod{m}/main.py | wc -l"}
+            t = time.perf_counter()
+            r = call(2 + i, "path_notes", {"cwd": str(root), "tool_name": tool, "input": inp, "shown": shown})
+            samples.append(time.perf_counter() - t)
+            shown.extend(r["result"]["shown"])
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    return _stats(samples), {"ms": round(ready * 1000, 1)}
+
+
+def _bench_gate(home: Path, root: Path, rng: random.Random, iters: int) -> dict[str, Any]:
+    """Gate overhead = remember() wall time minus time inside the judge and embedder HTTP
+    calls (the fakes run in-process and their time is excluded, as the budget specifies)."""
+    from realmem.fakes.embeddings import FakeEmbeddings
+    from realmem.fakes.systemone import FakeSystemOne
+    from realmem.remember import remember
+    with FakeSystemOne() as semif, FakeEmbeddings(dims=DIMS) as emb:
+        os.environ["REALMEM_SEMIF_URL"] = semif.url
+        os.environ["REALMEM_EMBEDDING_URL"] = emb.url
+        try:
+            app = Realmem.open(home, root, scan=False)
+            samples = []
+            for i in range(iters):
+                words = rng.sample(WORDS, 10)
+                t = time.perf_counter()
+                out = remember(app, f"{words[0]} needs {words[1]} {i}", " ".join(words), dry_run=True)
+                total = time.perf_counter() - t
+                external = float(out.trace.get("timings", {}).get("external_s", 0.0)) if isinstance(out.trace, dict) else 0.0
+                samples.append(max(0.0, total - external))
+            app.close()
+        finally:
+            os.environ.pop("REALMEM_SEMIF_URL", None)
+            os.environ.pop("REALMEM_EMBEDDING_URL", None)
+    return _stats(samples)
+
+
+BUDGETS = {"path_notes_rpc": 10.0, "recall": 25.0, "gate": 50.0, "store_open": 200.0}
+
+
+def run_bench(sizes: list[int], *, quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> list[dict[str, Any]]:
+    return [bench_size(n, quick=quick, progress=progress) for n in sizes]
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    from realmem.render import table
+    rows = []
+    for r in results:
+        n = r["memories"]
+        for name in ("path_notes_rpc", "recall", "search_fused", "gate", "store_open"):
+            s = r.get(name)
+            if not s:
+                continue
+            budget = BUDGETS.get(name)
+            if name == "recall" and n >= 100_000:
+                budget = 100.0
+            ok = "" if budget is None else ("ok" if s["p95_ms"] <= budget else "OVER")
+            rows.append([n, name, s["p50_ms"], s["p95_ms"], budget or "", ok])
+        rp = r["replay"]
+        rows.append([n, "replay events/s", "", rp["events_per_s"], ">= 20000", "ok" if rp["events_per_s"] >= 20000 else "UNDER"])
+        rows.append([n, "first replay events/s (tokenizes every fact)", "", r["replay_cold"]["events_per_s"], "", ""])
+        rows.append([n, "rpc ready ms", "", r["rpc_ready"]["ms"], "<= 500", "ok" if r["rpc_ready"]["ms"] <= 500 else "OVER"])
+    return table(["memories", "measure", "p50 ms", "p95 ms / value", "budget", ""], rows)

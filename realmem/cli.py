@@ -1,0 +1,500 @@
+"""The `realmem` command line: every /realmem subcommand headless, plus replay, audit,
+events, worker, rpc and bench (DESIGN.md section 7).  A thin layer over the modules.
+
+Exit codes: 0 success, 1 refused or not found, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from realmem import ids, logs
+from realmem.app import Realmem, RealmemError
+from realmem.config import DEFAULTS, Config, ConfigError, home_dir
+
+
+def _out(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"realmem: {message}", err=True)
+    sys.exit(code)
+
+
+class Ctx:
+    def __init__(self, home: str | None, cwd: str | None) -> None:
+        self.home = home
+        self.cwd = cwd
+        self._app: Realmem | None = None
+
+    def app(self, *, scan: bool = True) -> Realmem:
+        if self._app is None:
+            self._app = Realmem.open(self.home, self.cwd, scan=scan)
+        return self._app
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+class Group(click.Group):
+    """Maps RealmemError to exit 1 and usage problems to exit 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RealmemError as exc:
+            _fail(str(exc), 1)
+        except ConfigError as exc:
+            _fail(str(exc), 2)
+
+
+@click.group(cls=Group)
+@click.option("--home", envvar="REALMEM_HOME", help="data directory (default ~/.pi/agent/realmem)")
+@click.option("--cwd", help="directory whose project is meant (default: the current one)")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, cwd: str | None) -> None:
+    """realmem: surprise-gated long-term memory for Pi."""
+    logs.configure()
+    ctx.obj = Ctx(home, cwd)
+
+
+# --- remembering --------------------------------------------------------------------------
+
+def _remember_options(f):  # type: ignore[no-untyped-def]
+    f = click.option("--json", "as_json", is_flag=True)(f)
+    f = click.option("--path", "paths", multiple=True, help="file, directory or glob (repeatable)")(f)
+    f = click.option("--scope", type=click.Choice(["global", "shared", "personal"]))(f)
+    f = click.option("--content", required=True)(f)
+    f = click.option("--caption", required=True)(f)
+    return f
+
+
+def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
+              as_json: bool, source: str) -> None:
+    from realmem.remember import remember
+    out = remember(c.app(), caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
+                   source=source)
+    if as_json:
+        _out({"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
+              "queued": out.queued, "text": out.text, "warnings": out.warnings})
+    else:
+        click.echo(out.text)
+    if out.action in ("refuse", "reject"):
+        sys.exit(1)
+
+
+@cli.command()
+@_remember_options
+@click.option("--user-requested", is_flag=True, help="the user asked for it: bypass the importance gate")
+@pass_ctx
+def remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
+             as_json: bool) -> None:
+    """The agent's remember path, gate included; prints the decision."""
+    _remember(c, caption, content, scope, paths, user_requested, as_json, "remember")
+
+
+@cli.command()
+@_remember_options
+@pass_ctx
+def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], as_json: bool) -> None:
+    """Remember a fact yourself (user_requested)."""
+    _remember(c, caption, content, scope, paths, True, as_json, "add")
+
+
+@cli.command()
+@click.option("--caption", required=True)
+@click.option("--content", required=True)
+@click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
+@click.option("--path", "paths", multiple=True)
+@click.option("--user-requested", is_flag=True)
+@click.option("--write", is_flag=True, help="perform the write for real")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
+          write: bool, as_json: bool) -> None:
+    """Dry-run the remember path and show the full trace."""
+    from realmem.remember import remember, render_trace
+    out = remember(c.app(), caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
+                   source="debug", dry_run=not write)
+    if as_json:
+        _out({"action": out.action, "text": out.text, "trace": out.trace, "written": write})
+    else:
+        click.echo(render_trace(out))
+
+
+@cli.command()
+@click.option("--all", "force", is_flag=True, help="retry every queued candidate now, not only those due")
+@pass_ctx
+def retry(c: Ctx, force: bool) -> None:
+    """Retry this project's queued candidates."""
+    from realmem.remember import retry as do_retry
+    outs = do_retry(c.app(), force=True if force else True,
+                    progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))
+    if not outs:
+        click.echo("Nothing queued for this project.")
+    for o in outs:
+        click.echo(o.text)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("query", nargs=-1)
+@click.option("--path", "paths", multiple=True)
+@click.option("--id", "id_values", multiple=True)
+@click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
+@click.option("--page", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tuple[str, ...], scope: str | None,
+           page: int, as_json: bool) -> None:
+    """Hybrid search, ranked by path, then used, then relevance."""
+    from realmem import recall as r
+    from realmem.render import memory_json, recall_text
+    queries = [" ".join(query)] if query else []
+    res = r.recall(c.app(), queries=queries, raw_paths=list(paths), id_values=list(id_values), page=page, scope=scope)
+    if as_json:
+        _out({"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
+              "items": [memory_json(i.memory, i.used_count) | {"path_class": i.path_class} for i in res.items]})
+    else:
+        click.echo(recall_text(res))
+    if not res.items and (id_values or res.errors):
+        sys.exit(1)
+
+
+@cli.command(name="list")
+@click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
+@click.option("--page", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
+    """Every memory, sorted by path, then used."""
+    from realmem import recall as r
+    from realmem.render import memory_json, table
+    res = r.listing(c.app(), page=page, scope=scope)
+    if as_json:
+        _out({"page": res.page, "pages": res.pages, "total": res.total,
+              "items": [memory_json(i.memory, i.used_count) for i in res.items]})
+        return
+    if not res.items:
+        click.echo("No memories yet.")
+        return
+    rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
+             i.memory.caption] for i in res.items]
+    click.echo(table(["id", "scope", "paths", "used", "caption"], rows))
+    click.echo(f"page {res.page}/{res.pages} · {res.total} memories")
+
+
+@cli.command()
+@click.argument("id_value")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def show(c: Ctx, id_value: str, as_json: bool) -> None:
+    """One memory with its metadata."""
+    from realmem.render import memory_json
+    app = c.app()
+    key = app.resolve(id_value)
+    m = app.memory(key)
+    assert m is not None
+    used, injected = app.counters(key)
+    data = memory_json(m, used, injected)
+    u = app.conn.execute("SELECT score, probabilities, confidence, source, valid_for FROM urgency WHERE store=? AND id=?",
+                         key).fetchone()
+    data["urgency"] = ({"score": u[0], "probabilities": json.loads(u[1]), "confidence": u[2], "source": u[3]}
+                       if u else None)
+    data["missing_paths"] = {p: s for p, s in app.conn.execute(
+        "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
+    if as_json:
+        _out(data)
+        return
+    click.echo(f"{data['id']}  {m.caption}")
+    click.echo(f"scope {data['scope']} · paths {', '.join(m.paths)} · used {used} · shown {injected}")
+    click.echo(f"file {app.store_dir(m.store) / m.file}")
+    if data["urgency"]:
+        click.echo(f"urgency {data['urgency']['score']:.2f} ({data['urgency']['source']})")
+    if m.quarantined:
+        click.echo(f"QUARANTINED: {m.quarantined}")
+    click.echo("")
+    click.echo(m.content)
+
+
+@cli.command()
+@click.argument("id_values", nargs=-1, required=True)
+@pass_ctx
+def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
+    """Delete memories by id (or unique prefix)."""
+    from realmem import memories
+    app = c.app()
+    keys = [app.resolve(v) for v in id_values]
+    memories.forget(app, keys)
+    for k in keys:
+        click.echo(f"Forgot {ids.short(k[1])}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def status(c: Ctx, as_json: bool) -> None:
+    """Counts per store, queue, worker, endpoints, gitignore warning."""
+    from realmem import status as st
+    info = st.gather(c.app())
+    _out(info) if as_json else click.echo(st.text(info))
+
+
+# --- the log ------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--check", is_flag=True, help="rebuild into a scratch copy and compare; exit 1 on any difference")
+@pass_ctx
+def replay(c: Ctx, check: bool) -> None:
+    """Rebuild every projection from the event log."""
+    from realmem.projections import replay as rp
+    app = c.app(scan=False)
+    progress = lambda d, t: click.echo(f"  replaying {d}/{t}", err=True)  # noqa: E731
+    if check:
+        rep = rp.check(app, progress)
+        for d in rep.differences:
+            click.echo(d)
+        click.echo(f"{rep.events} events, {rep.memories} memories: "
+                   + ("identical to a rebuild" if not rep.differences else f"{len(rep.differences)} differences"))
+        sys.exit(1 if rep.differences else 0)
+    rep = rp.replay(app, progress)
+    click.echo(f"Replayed {rep.events} events into {rep.memories} memories in {rep.seconds:.2f}s "
+               f"({rep.rate:,.0f} events/s); files written {rep.files_written}, deleted {rep.files_deleted}.")
+
+
+def _event_json(env) -> dict:  # type: ignore[no-untyped-def]
+    from realmem.events.types import to_payload
+    return {"seq": env.seq, "time": env.time, "type": env.event.TYPE, "pid": env.pid, "session": env.session,
+            "memory_id": ids.short(env.event.memory_id) if env.event.memory_id else None,
+            "store": env.event.store_id, "payload": to_payload(env.event)}
+
+
+def _event_line(env) -> str:  # type: ignore[no-untyped-def]
+    from realmem.events import types as ev
+    e = env.event
+    what = e.TYPE
+    if isinstance(e, (ev.MemoryAdded, ev.MemoryEdited, ev.FileObserved)) and e.fields is not None:
+        what += f" “{e.fields.caption}”"
+    if isinstance(e, ev.MemoryEdited):
+        what += f" ({e.reason})"
+    if isinstance(e, ev.MemoryMoved):
+        what += f" → {e.to_store}"
+    if isinstance(e, ev.Decided):
+        what += f" {e.action} by rule {e.rule}"
+    if isinstance(e, (ev.MemoryForgotten,)):
+        what += f" ({e.reason})"
+    mid = ids.short(e.memory_id)[:10] if e.memory_id else ""
+    return f"{env.seq:>6}  {env.time}  {mid:<10}  {what}"
+
+
+@cli.command()
+@click.argument("id_value")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def audit(c: Ctx, id_value: str, as_json: bool) -> None:
+    """The whole history of a memory: every event and decision with its raw judge answers."""
+    from realmem.events import store as log
+    app = c.app(scan=False)
+    canonical = ids.canonical(id_value)
+    if canonical is None:
+        try:
+            canonical = app.resolve(id_value)[1]
+        except RealmemError:
+            known = [r[0] for r in app.conn.execute("SELECT DISTINCT memory_id FROM events WHERE memory_id IS NOT NULL")]
+            try:
+                canonical = ids.resolve(id_value, known)
+            except ids.IdError as exc:
+                raise RealmemError(str(exc)) from None
+    envs = log.for_memory(app.conn, canonical)
+    if not envs:
+        raise RealmemError(f"no events for {id_value}")
+    if as_json:
+        _out([_event_json(e) for e in envs])
+        return
+    from realmem.events import types as ev
+    for env in envs:
+        click.echo(_event_line(env))
+        if isinstance(env.event, ev.Decided):
+            click.echo("        " + json.dumps(env.event.trace, ensure_ascii=False, default=str)[:2000])
+
+
+@cli.command()
+@click.option("--since", default=0, help="only events after this sequence number")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def events(c: Ctx, since: int, as_json: bool) -> None:
+    """The event log."""
+    from realmem.events import store as log
+    app = c.app(scan=False)
+    if as_json:
+        _out([_event_json(e) for e in log.read(app.conn, since)])
+        return
+    for env in log.read(app.conn, since):
+        click.echo(_event_line(env))
+
+
+# --- maintenance --------------------------------------------------------------------------
+
+@cli.command()
+@pass_ctx
+def reindex(c: Ctx) -> None:
+    """Rebuild the FTS5 and vector indexes from the memories and the embeddings cache."""
+    from realmem import db
+    from realmem.projections import index
+    app = c.app()
+    with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
+        n = index.rebuild_fts(app.conn)
+        v = index.rebuild_vectors(app.conn)
+    click.echo(f"Reindexed {n} memories ({v} with vectors).")
+
+
+@cli.command()
+@pass_ctx
+def embed(c: Ctx) -> None:
+    """Embed every memory that has no cached vector in the current embedding space."""
+    from realmem import embedder
+    from realmem.clients.errors import EndpointError, EndpointUnavailable
+    app = c.app()
+    if embedder.client(app) is None:
+        raise RealmemError("no embedding endpoint is set (realmem settings set embedding.url URL)")
+    try:
+        n = embedder.embed_missing(app, progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))
+    except (EndpointUnavailable, EndpointError) as exc:
+        raise RealmemError(f"embedding failed: {exc}") from None
+    click.echo(f"Embedded {n} memories.")
+
+
+@cli.command()
+@click.argument("scopes", nargs=-1, type=click.Choice(["global", "shared", "personal"]))
+@click.option("--no-paths", is_flag=True, help="skip the path revision pass")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def consolidate(c: Ctx, scopes: tuple[str, ...], no_paths: bool, as_json: bool) -> None:
+    """Shrink and clean the memory base (Ctrl-C cancels and writes nothing)."""
+    from realmem.jobs.consolidate import Report, consolidate as run, render_report
+    app = c.app()
+    try:
+        report = run(app, stores=list(scopes) or None, revise_paths=not no_paths,
+                     progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
+    except KeyboardInterrupt:
+        report = Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(), cancelled=True)
+        _out(report.to_json()) if as_json else click.echo(render_report(report))
+        sys.exit(1)
+    _out(report.to_json()) if as_json else click.echo(render_report(report))
+
+
+@cli.group()
+def settings() -> None:
+    """config.json: show, set, unset, test, models."""
+
+
+@settings.command(name="show")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def settings_show(c: Ctx, as_json: bool) -> None:
+    cfg = Config(home_dir(c.home))
+    items = cfg.items()
+    if as_json:
+        _out({k: {"value": v, "source": s} for k, v, s in items})
+        return
+    from realmem.render import table
+    click.echo(table(["key", "value", "source"], [[k, json.dumps(v) if not isinstance(v, str) else v or "—", s]
+                                                  for k, v, s in items]))
+
+
+@settings.command(name="set")
+@click.argument("key")
+@click.argument("value")
+@pass_ctx
+def settings_set(c: Ctx, key: str, value: str) -> None:
+    if key not in DEFAULTS:
+        _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
+    Config(home_dir(c.home)).set(key, value)
+    click.echo(f"{key} set.")
+
+
+@settings.command(name="unset")
+@click.argument("key")
+@pass_ctx
+def settings_unset(c: Ctx, key: str) -> None:
+    Config(home_dir(c.home)).unset(key)
+    click.echo(f"{key} reset to its default.")
+
+
+@settings.command(name="test")
+@pass_ctx
+def settings_test(c: Ctx) -> None:
+    """Connectivity test of every configured endpoint."""
+    from realmem.settings import test_endpoints
+    results = test_endpoints(Config(home_dir(c.home)))
+    for r in results:
+        click.echo(f"{'ok ' if r['ok'] else 'FAIL'}  {r['endpoint']:<9} {r['message']}")
+    sys.exit(0 if all(r["ok"] for r in results) else 1)
+
+
+@settings.command(name="models")
+@click.argument("endpoint", type=click.Choice(["semif", "embedding", "rewriter"]))
+@pass_ctx
+def settings_models(c: Ctx, endpoint: str) -> None:
+    """List the models the endpoint's /v1/models offers."""
+    from realmem.settings import list_endpoint_models
+    for name in list_endpoint_models(Config(home_dir(c.home)), endpoint):
+        click.echo(name)
+
+
+@cli.command()
+@click.option("--idle", type=float, default=None, help="exit after this many idle seconds")
+@pass_ctx
+def worker(c: Ctx, idle: float | None) -> None:
+    """The background worker (embed, judge urgency, retry queued candidates)."""
+    from realmem.jobs.worker import run
+    sys.exit(run(home_dir(c.home), idle_seconds=idle))
+
+
+@cli.command()
+@pass_ctx
+def rpc(c: Ctx) -> None:
+    """The Pi adapter's child: JSON-RPC 2.0 over stdio."""
+    from realmem.rpc import serve
+    sys.exit(serve(c.home))
+
+
+@cli.command()
+@click.option("--sizes", default="10000", help="comma-separated store sizes, e.g. 10000,100000")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--quick", is_flag=True, help="fewer iterations (for a smoke run)")
+def bench(sizes: str, as_json: bool, quick: bool) -> None:
+    """Benchmark suite: recall, path notes, gate overhead, replay, store open, rpc start."""
+    from realmem.bench import run_bench
+    results = run_bench([int(s) for s in sizes.split(",") if s.strip()], quick=quick,
+                        progress=lambda m: click.echo(m, err=True))
+    if as_json:
+        _out(results)
+    else:
+        from realmem.bench import render
+        click.echo(render(results))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.UsageError as exc:
+        exc.show()
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise
+
+
+if __name__ == "__main__":
+    main()

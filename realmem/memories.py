@@ -1,0 +1,157 @@
+"""Direct operations on memories: add, edit, forget, move, reinforce.
+
+Each builds the events for one change and hands them to ``Realmem.emit``.  The remember
+gate decides *whether* to write; these functions are *how* a write happens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from realmem import ids, paths
+from realmem.app import Realmem, RealmemError
+from realmem.events import types as ev
+from realmem.events.types import Key
+from realmem.project import GLOBAL, store_kind
+from realmem.projections.state import Memory
+
+MAX_CAPTION = 200
+MAX_CONTENT = 8000
+
+
+def user_home() -> Path:
+    return Path.home()
+
+
+def frame(store: str) -> str:
+    return paths.GLOBAL if store == GLOBAL else paths.PROJECT
+
+
+def store_root(app: Realmem, store: str) -> Path | None:
+    row = app.conn.execute("SELECT root FROM stores WHERE store=?", (store,)).fetchone()
+    return Path(row[0]) if row and row[0] else None
+
+
+def validate(caption: str, content: str) -> tuple[str, str]:
+    caption = " ".join((caption or "").split())
+    content = (content or "").strip()
+    if not caption:
+        raise RealmemError("caption is empty: give a one-line summary of the fact")
+    if not content:
+        raise RealmemError("content is empty: give the fact itself")
+    if len(caption) > MAX_CAPTION:
+        raise RealmemError(f"caption is {len(caption)} characters; keep it under {MAX_CAPTION}")
+    if len(content) > MAX_CONTENT:
+        raise RealmemError(f"content is {len(content)} characters; split it into facts under {MAX_CONTENT}")
+    return caption, content
+
+
+def place(app: Realmem, scope: str | None, raw_paths: list[str] | None) -> tuple[str, list[str]]:
+    """The store a new fact goes to and its paths in that store's frame.
+
+    A path outside the project makes the fact global (spec: "Path scopes")."""
+    store = app.store_for_scope(scope)
+    if not raw_paths:  # no paths: the root of the chosen store (spec: "Path scopes")
+        return store, ["~" if store == GLOBAL else "."]
+    root = app.project.root if app.project is not None else None
+    try:
+        kind, stored = paths.convert_paths(list(raw_paths or []), cwd=app.cwd, root=root, home=user_home())
+    except paths.PathError as exc:
+        raise RealmemError(f"bad path: {exc}") from None
+    if kind == paths.GLOBAL and store != GLOBAL:
+        return GLOBAL, stored
+    if store == GLOBAL and kind == paths.PROJECT:
+        stored = paths.reexpress(stored, from_kind=paths.PROJECT, to_kind=paths.GLOBAL, root=root, home=user_home())
+    return store, stored
+
+
+def absolute_paths(app: Realmem, m: Memory) -> list[str]:
+    root = store_root(app, m.store)
+    out = []
+    for p in m.paths:
+        try:
+            out.append(paths.to_absolute(p, kind=frame(m.store), root=root, home=user_home()))
+        except paths.PathError:
+            continue
+    return out
+
+
+def add(app: Realmem, caption: str, content: str, *, store: str, stored_paths: list[str], source: str,
+        decision: int | None = None, mem_id: str | None = None) -> Memory:
+    caption, content = validate(caption, content)
+    mem_id = mem_id or ids.new_id()
+    fields = app.new_fields(store, mem_id, caption, content, stored_paths)
+    app.emit([ev.MemoryAdded(store, mem_id, fields, source, decision)])
+    mem = app.memory((store, mem_id))
+    assert mem is not None
+    return mem
+
+
+def edit(app: Realmem, key: Key, *, caption: str | None = None, content: str | None = None,
+         stored_paths: list[str] | None = None, reason: str = "edit", absorbed: list[str] | None = None,
+         used_delta: int = 0, decision: int | None = None, extra: list[ev.Event] | None = None) -> Memory:
+    """Rewrite a memory in place (same id); ``extra`` events commit with it atomically."""
+    old = app.memory(key)
+    if old is None:
+        raise RealmemError(f"memory {ids.short(key[1])} no longer exists")
+    caption, content = validate(caption if caption is not None else old.caption,
+                                content if content is not None else old.content)
+    fields = app.new_fields(key[0], key[1], caption, content,
+                            stored_paths if stored_paths is not None else old.paths, previous=old)
+    app.emit([ev.MemoryEdited(key[0], key[1], fields, reason, absorbed or [], used_delta, decision), *(extra or [])])
+    mem = app.memory(key)
+    assert mem is not None
+    return mem
+
+
+def edit_paths_from_input(app: Realmem, key: Key, raw_paths: list[str]) -> list[str]:
+    """Paths given by a user or agent (relative to cwd, ~/, absolute) in the memory's frame."""
+    root = store_root(app, key[0])
+    kind = frame(key[0])
+    out = []
+    for raw in raw_paths or []:
+        try:
+            absolute = paths.normalize_input(raw, cwd=app.cwd, home=user_home())
+            out.append(paths.to_store_frame(absolute, kind=kind, root=root, home=user_home()))
+        except paths.PathError as exc:
+            raise RealmemError(f"bad path {raw!r} for a {store_kind(key[0])} memory: {exc}") from None
+    return out or [("~" if kind == paths.GLOBAL else ".")]
+
+
+def forget(app: Realmem, keys: list[Key], *, reason: str = "forget") -> None:
+    app.emit([ev.MemoryForgotten(store, mem_id, reason) for store, mem_id in keys])
+
+
+def reinforce(app: Realmem, key: Key, *, decision: int | None = None) -> None:
+    app.emit([ev.Reinforced(key[0], key[1], decision)])
+
+
+def move(app: Realmem, key: Key, to_store: str, *, reason: str = "move") -> Memory:
+    """Move a memory to another store, re-expressing its paths in the target's frame."""
+    old = app.memory(key)
+    if old is None:
+        raise RealmemError(f"memory {ids.short(key[1])} no longer exists")
+    if to_store == key[0]:
+        return old
+    root = store_root(app, key[0]) or store_root(app, to_store)
+    try:
+        new_paths = paths.reexpress(old.paths, from_kind=frame(key[0]), to_kind=frame(to_store), root=root,
+                                    home=user_home())
+    except paths.PathError as exc:
+        raise RealmemError(f"cannot move: {exc}") from None
+    fields = app.new_fields(to_store, key[1], old.caption, old.content, new_paths, created=old.created,
+                            file=None, previous=None)
+    app.emit([ev.MemoryMoved(key[0], key[1], to_store, fields, reason)])
+    mem = app.memory((to_store, key[1]))
+    assert mem is not None
+    return mem
+
+
+def approve(app: Realmem, key: Key) -> None:
+    """Release a quarantined memory so the model may see it."""
+    m = app.memory(key)
+    if m is None:
+        raise RealmemError(f"memory {ids.short(key[1])} no longer exists")
+    if m.quarantined is None:
+        raise RealmemError(f"memory {ids.short(key[1])} is not quarantined")
+    app.emit([ev.MemoryApproved(key[0], key[1])])

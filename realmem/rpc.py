@@ -1,0 +1,384 @@
+"""`realmem rpc`: JSON-RPC 2.0 over stdio for the Pi adapter (contract: docs/rpc.md).
+
+One JSON object per line.  A reader thread handles ``cancel`` notifications at once while
+the main thread serves requests in order; the store connection and the path-note index stay
+warm between calls, which is what keeps the after-every-tool-call hook fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+from realmem import __version__, ids, logs
+from realmem.app import Realmem, RealmemError
+from realmem.config import Config, ConfigError, home_dir
+
+logger = structlog.get_logger("realmem.rpc")
+
+
+class Cancelled(RealmemError):
+    pass
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Server:
+    def __init__(self, home: str | None, out: TextIO) -> None:
+        self.home = home_dir(home)
+        self.out = out
+        self.write_lock = threading.Lock()
+        self.apps: dict[str, Realmem] = {}
+        self.note_indexes: dict[str, Any] = {}
+        self.cancelled: set[str] = set()
+        self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
+            name[3:]: getattr(self, name) for name in dir(self) if name.startswith("on_")
+        }
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def send(self, msg: dict[str, Any]) -> None:
+        line = json.dumps(msg, ensure_ascii=False, default=str)
+        with self.write_lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def progress(self, token: str | None) -> Callable[[int, int, str], None]:
+        def report(done: int, total: int, message: str = "") -> None:
+            if token and token in self.cancelled:
+                raise Cancelled("cancelled")
+            if token:
+                self.send({"jsonrpc": "2.0", "method": "progress",
+                           "params": {"token": token, "message": message, "done": done, "total": total}})
+        return report
+
+    def app(self, params: dict[str, Any]) -> Realmem:
+        cwd = str(Path(params.get("cwd") or os.getcwd()).resolve())
+        app = self.apps.get(cwd)
+        if app is None:
+            app = Realmem.open(self.home, cwd, scan=False)
+            self.apps[cwd] = app
+        app.session = params.get("session") or app.session
+        return app
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        mid = msg.get("id")
+        method = msg.get("method")
+        params = msg.get("params") or {}
+        if not isinstance(method, str) or not isinstance(params, dict):
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32600, "message": "invalid request"}})
+            return
+        fn = self.methods.get(method)
+        if fn is None:
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"unknown method {method}"}})
+            return
+        try:
+            result = fn(params)
+        except Cancelled:
+            err = {"code": 1, "message": "cancelled"}
+        except RealmemError as exc:
+            err = {"code": 1, "message": str(exc)}
+        except (RpcError,) as exc:
+            err = {"code": exc.code, "message": str(exc)}
+        except (ConfigError, ValueError, TypeError, KeyError) as exc:
+            logger.warning("rpc usage error", method=method, error=str(exc))
+            err = {"code": 2, "message": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # a bug must not kill the child: Pi keeps working
+            traceback.print_exc(file=sys.stderr)
+            err = {"code": 3, "message": f"internal error in {method}: {type(exc).__name__}: {exc}"}
+        else:
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid, "result": result})
+            return
+        finally:
+            token = params.get("progress_token")
+            if token:
+                self.cancelled.discard(token)
+        if mid is not None:
+            self.send({"jsonrpc": "2.0", "id": mid, "error": err})
+
+    # --- methods -------------------------------------------------------------------------
+
+    def on_hello(self, p: dict[str, Any]) -> dict[str, Any]:
+        cfg = Config(self.home)
+        return {"version": __version__, "home": str(self.home), "pid": os.getpid(),
+                "hidden_tools": list(cfg["hiddenTools"]),
+                "path_notes": {k: cfg[f"pathNotes.{k}"] for k in ("maxFull", "maxCaptions", "charBudget")}}
+
+    def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import observe, session
+        app = self.app(p)
+        observe.scan_stores(app)
+        return session.start(app)
+
+    def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import prompt
+        return {"text": prompt.section(self.app(p))}
+
+    def on_strip_context_files(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import prompt
+        text, stripped = prompt.strip_context_files(self.app(p), str(p.get("system_prompt", "")),
+                                                    list(p.get("context_files") or []))
+        return {"system_prompt": text, "stripped": stripped}
+
+    def on_path_notes(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import pathnotes
+        app = self.app(p)
+        idx = self.note_indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
+        notes = pathnotes.path_notes(app, idx, tool_name=str(p.get("tool_name", "")), tool_input=p.get("input"),
+                                     shown=p.get("shown") or [])
+        return pathnotes.dumps(notes)
+
+    def on_recall(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import recall, render
+        app = self.app(p)
+        res = recall.recall(app, queries=_strs(p.get("queries")), raw_paths=_strs(p.get("paths")),
+                            id_values=_strs(p.get("ids")), page=int(p.get("page") or 1), scope=p.get("scope"),
+                            recent_paths=_strs(p.get("recent_paths")))
+        return {"text": render.recall_text(res), "details": {
+            "items": [render.memory_json(i.memory, i.used_count) for i in res.items],
+            "page": res.page, "pages": res.pages, "total": res.total}}
+
+    def on_remember(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.remember import remember
+        app = self.app(p)
+        out = remember(app, str(p.get("caption", "")), str(p.get("content", "")), scope=p.get("scope"),
+                       paths=_strs(p.get("paths")), user_requested=bool(p.get("user_requested")),
+                       source=str(p.get("source") or "remember"))
+        return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
+                                              "id": ids.short(out.memory.id) if out.memory else None}}
+
+    def on_status(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import status
+        info = status.gather(self.app(p))
+        return {"text": status.text(info), "details": info}
+
+    def on_list(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import recall, render
+        res = recall.listing(self.app(p), page=int(p.get("page") or 1), scope=p.get("scope"))
+        return {"text": render.list_text(res), "details": {
+            "items": [render.memory_json(i.memory, i.used_count) for i in res.items],
+            "page": res.page, "pages": res.pages, "total": res.total}}
+
+    def on_forget(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import memories
+        app = self.app(p)
+        keys, errors = [], []
+        for v in _strs(p.get("ids")):
+            try:
+                keys.append(app.resolve(v))
+            except RealmemError as exc:
+                errors.append(str(exc))
+        if keys:
+            memories.forget(app, keys)
+        text = "\n".join([f"Forgot {len(keys)} memor{'y' if len(keys) == 1 else 'ies'}: "
+                          + ", ".join(ids.short(k[1]) for k in keys)] if keys else [] + errors) or "Nothing forgotten."
+        if keys and errors:
+            text += "\n" + "\n".join(errors)
+        return {"text": text, "details": {"forgotten": [ids.short(k[1]) for k in keys], "errors": errors}}
+
+    def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import render
+        app = self.app(p)
+        key = app.resolve(str(p.get("id", "")))
+        m = app.memory(key)
+        assert m is not None
+        used, injected = app.counters(key)
+        return {"text": render.memory_block(m, used), "details": render.memory_json(m, used, injected)}
+
+    def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import memories, render
+        app = self.app(p)
+        key = app.resolve(str(p.get("id", "")))
+        stored = memories.edit_paths_from_input(app, key, _strs(p["paths"])) if p.get("paths") is not None else None
+        m = memories.edit(app, key, caption=p.get("caption"), content=p.get("content"), stored_paths=stored,
+                          reason="manual")
+        return {"text": f"Edited [{ids.short(m.id)}] {m.caption}", "details": render.memory_json(m, *app.counters(key))}
+
+    def on_move(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import memories, render
+        app = self.app(p)
+        key = app.resolve(str(p.get("id", "")))
+        m = memories.move(app, key, app.store_for_scope(str(p.get("scope", ""))))
+        return {"text": f"Moved [{ids.short(m.id)}] to {m.store.split(':')[0]}",
+                "details": render.memory_json(m, *app.counters((m.store, m.id)))}
+
+    def on_approve(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import memories
+        app = self.app(p)
+        key = app.resolve(str(p.get("id", "")))
+        memories.approve(app, key)
+        return {"text": f"Approved {ids.short(key[1])}; it is visible to the model again."}
+
+    def on_apply_suggested_path(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import missing
+        app = self.app(p)
+        key = app.resolve(str(p.get("id", "")))
+        m = missing.apply_suggestion(app, key, str(p.get("path", "")))
+        return {"text": f"Paths of [{ids.short(m.id)}] now {', '.join(m.paths)}"}
+
+    def on_prune_paths(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import missing
+        app = self.app(p)
+        plan = missing.prune(app) if p.get("apply") else missing.prune_plan(app)
+        changes = [{"id": ids.short(m.id), "caption": m.caption, "gone": gone, "kept": kept,
+                    "delete": not kept} for m, gone, kept in plan]
+        verb = "Pruned" if p.get("apply") else "Would prune"
+        lines = [f"{verb} {len(plan)} memories:" if plan else "No memory points at a missing path."]
+        lines += [f"  [{c['id']}] {c['caption']}: drop {', '.join(c['gone'])}" + (" (delete)" if c["delete"] else "")
+                  for c in changes]
+        return {"text": "\n".join(lines), "details": {"changes": changes}}
+
+    def on_gitignore_check(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import gitignore
+        app = self.app(p)
+        if app.project is None:
+            return {"ignored": False, "warning": None, "fix": None}
+        st = gitignore.check(app.project.root)
+        fix = {"file": st.fix.file, "lines": list(st.fix.lines), "description": st.fix.description} if st.fix else None
+        return {"ignored": st.ignored, "warning": st.warning(), "fix": fix}
+
+    def on_gitignore_fix(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import gitignore
+        app = self.app(p)
+        if app.project is None:
+            raise RealmemError("not in a project")
+        st = gitignore.check(app.project.root)
+        if not st.ignored:
+            return {"text": ".pi/realmem is not ignored by git; nothing to fix.", "ignored": False}
+        if st.fix is None:
+            raise RealmemError(st.warning() or "no automatic fix found")
+        try:
+            after = gitignore.apply_fix(app.project.root, st.fix)
+        except gitignore.GitIgnoreError as exc:
+            raise RealmemError(str(exc)) from None
+        return {"text": f"Appended to {st.fix.file}: {', '.join(st.fix.lines)}", "ignored": after.ignored}
+
+    def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"items": [{"key": k, "value": v, "source": s} for k, v, s in Config(self.home).items()]}
+
+    def on_settings_set(self, p: dict[str, Any]) -> dict[str, Any]:
+        cfg = Config(self.home)
+        key = str(p.get("key", ""))
+        if p.get("value") in (None, ""):
+            cfg.unset(key)
+        else:
+            cfg.set(key, p["value"])
+        for app in self.apps.values():
+            app.config.reload()
+        return {"text": f"{key} saved."}
+
+    def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.settings import list_endpoint_models
+        return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
+
+    def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.settings import test_endpoints
+        return {"results": test_endpoints(Config(self.home))}
+
+    def on_debug(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.remember import remember, render_trace
+        app = self.app(p)
+        out = remember(app, str(p.get("caption", "")), str(p.get("content", "")), scope=p.get("scope"),
+                       paths=_strs(p.get("paths")), user_requested=bool(p.get("user_requested")), source="debug",
+                       dry_run=not p.get("write"))
+        return {"text": render_trace(out), "details": {"action": out.action, "trace": out.trace}}
+
+    def on_retry(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.remember import retry
+        outs = retry(self.app(p), force=True, progress=self.progress(p.get("progress_token")))
+        return {"text": "\n".join(o.text for o in outs) or "Nothing queued for this project."}
+
+    def on_embed(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import embedder
+        app = self.app(p)
+        if embedder.client(app) is None:
+            raise RealmemError("no embedding endpoint is set (/realmem settings)")
+        n = embedder.embed_missing(app, progress=self.progress(p.get("progress_token")))
+        return {"text": f"Embedded {n} memories."}
+
+    def on_reindex(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import db
+        from realmem.projections import index
+        app = self.app(p)
+        with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
+            n, v = index.rebuild_fts(app.conn), index.rebuild_vectors(app.conn)
+        return {"text": f"Reindexed {n} memories ({v} with vectors)."}
+
+    def on_bridge(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}  # the bridge file in REALMEM_HOME/bridge is what the rewriter reads
+
+    def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import importer
+        return importer.begin(self.app(p), _strs(p.get("files")))
+
+    def on_import_finish(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import importer
+        return importer.finish(self.app(p))
+
+    def on_manage_list(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import manage
+        return {"items": manage.items(self.app(p), query=p.get("query"), semantic=bool(p.get("semantic")))}
+
+    def on_consolidate(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.jobs.consolidate import consolidate, render_report
+        app = self.app(p)
+        report = consolidate(app, stores=_strs(p.get("stores")) or None, revise_paths=p.get("paths", True) is not False,
+                             progress=self.progress(p.get("progress_token")))
+        return {"text": render_report(report), "details": report.to_json()}
+
+
+def _strs(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    return [str(x) for x in v if x is not None and str(x) != ""]
+
+
+def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    logs.configure()
+    stdin = stdin or sys.stdin
+    server = Server(home, stdout or sys.stdout)
+    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def reader() -> None:
+        for line in stdin:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}})
+                continue
+            if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
+                server.cancelled.add(str(msg["params"].get("token")))
+                continue
+            inbox.put(msg if isinstance(msg, dict) else {})
+        inbox.put(None)
+
+    threading.Thread(target=reader, daemon=True, name="rpc-reader").start()
+    while True:
+        msg = inbox.get()
+        if msg is None:
+            break
+        server.handle(msg)
+    for app in server.apps.values():
+        app.close()
+    return 0

@@ -1,0 +1,50 @@
+"""Session start: one short notification with everything the user should know now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from realmem import gitignore, missing
+from realmem.app import Realmem
+
+logger = structlog.get_logger("realmem.session")
+
+
+def start(app: Realmem) -> dict[str, Any]:
+    notes: list[str] = []
+    level = "info"
+    warning = None
+    if app.project is not None:
+        try:
+            warning = gitignore.check(app.project.root).warning()
+        except gitignore.GitIgnoreError as exc:
+            warning = f"could not check whether .pi/realmem is ignored by git: {exc}"
+    if warning:
+        notes.append(warning)
+        level = "warning"
+    flagged = missing.check(app)
+    if flagged:
+        notes.append(f"{flagged} memor{'y points' if flagged == 1 else 'ies point'} at paths that no longer exist "
+                     "(/realmem manage shows ✗ and suggested locations; /realmem prune-paths drops them).")
+    key = app.project.key if app.project else None
+    queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
+    if queued:
+        notes.append(f"{queued} candidate memor{'y is' if queued == 1 else 'ies are'} queued for this project "
+                     "(retried automatically; /realmem retry).")
+    problems = app.conn.execute("SELECT count(*) FROM problems").fetchone()[0]
+    if problems:
+        notes.append(f"{problems} fact file{'s' if problems != 1 else ''} could not be read (/realmem status).")
+        level = "warning"
+    try:
+        from realmem.jobs.queue import ensure_worker
+        ensure_worker(app)
+    except Exception as exc:  # a missing worker must never stop a session
+        logger.warning("could not start the worker", error=str(exc))
+    return {
+        "notification": ("realmem: " + " ".join(notes)) if notes else None,
+        "level": level,
+        "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
+        "queued": queued, "missing": flagged, "gitignore": warning,
+    }
