@@ -137,6 +137,8 @@ export interface OpenOptions {
 	/** More extensions (e.g. a stand-in for another memory system's tools). */
 	extensionFactories?: ExtensionFactory[];
 	ui?: ReturnType<typeof recordingUI>;
+	/** Compaction settings (auto-compaction stays off; tests compact explicitly). */
+	keepRecentTokens?: number;
 }
 
 let fauxCounter = 0;
@@ -160,7 +162,10 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 	};
 	faux.setResponses(Array.from({ length: 200 }, () => respond));
 
-	const settingsManager = SettingsManager.inMemory({ compaction: { enabled: false }, retry: { enabled: false } });
+	const settingsManager = SettingsManager.inMemory({
+		compaction: { enabled: false, ...(options.keepRecentTokens ? { keepRecentTokens: options.keepRecentTokens } : {}) },
+		retry: { enabled: false },
+	});
 	const loader = new DefaultResourceLoader({
 		cwd: env.cwd,
 		agentDir: env.agentDir,

@@ -119,8 +119,8 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		await env.cleanup();
 	});
 
-	async function session(sessionFile?: string): Promise<PiHarness> {
-		const pi = await openPi(env, { sessionFile });
+	async function session(sessionFile?: string, keepRecentTokens?: number): Promise<PiHarness> {
+		const pi = await openPi(env, { sessionFile, keepRecentTokens });
 		open.push(pi);
 		return pi;
 	}
@@ -174,6 +174,40 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		await resumed.session.prompt("Once more.");
 		const texts = toolResultTexts(resumed.contexts.at(-1));
 		assert.doesNotMatch(texts.at(-1) ?? "", /<realmem-path-notes>/);
+	});
+
+	test("tree navigation away from a note shows it again on the other branch", async () => {
+		const pi = await session();
+		pi.script("started");
+		await pi.session.prompt("start");
+		pi.script(["read", { path: "db/schema.sql" }], "read");
+		await pi.session.prompt("read the schema");
+		assert.match(toolResultTexts(pi.contexts.at(-1))[0], /<realmem-path-notes>/);
+
+		const prompt = pi.session.sessionManager
+			.getBranch()
+			.find((e) => e.type === "message" && e.message.role === "user" && JSON.stringify(e.message.content).includes("read the schema"));
+		assert.ok(prompt);
+		await pi.session.navigateTree(prompt.id);
+		pi.script(["read", { path: "db/schema.sql" }], "read again");
+		await pi.session.prompt("read the schema on another branch");
+		const texts = toolResultTexts(pi.contexts.at(-1));
+		assert.equal(texts.length, 1);
+		assert.match(texts[0], /<realmem-path-notes>/);
+	});
+
+	test("after a compaction, notes only in summarized tool results are shown again", async () => {
+		const pi = await session(undefined, 1);
+		pi.script(["read", { path: "db/schema.sql" }], "read");
+		await pi.session.prompt("read the schema");
+		assert.match(toolResultTexts(pi.contexts.at(-1))[0], /<realmem-path-notes>/);
+		pi.script("a later answer");
+		await pi.session.prompt("something else");
+		pi.script("Summary of the earlier work.");
+		await pi.session.compact();
+		pi.script(["read", { path: "db/schema.sql" }], "read after compaction");
+		await pi.session.prompt("read it again");
+		assert.match(toolResultTexts(pi.contexts.at(-1)).at(-1) ?? "", /<realmem-path-notes>/);
 	});
 
 	test("the system prompt is byte-identical across turns and reload", async () => {
