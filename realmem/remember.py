@@ -198,6 +198,11 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     if not result.ok:
         reason = result.reason()
         text = "Refused: " + reason.removeprefix("refused: ") + "."
+        # Never echo a secret: the trace keeps the candidate with secrets masked.
+        _, r_caption, r_content = safety.scan_memory(caption, content, redact=True)
+        if safety.SECRET in {f.category for f in result.findings} and (r_caption, r_content) == (caption, content):
+            r_caption, r_content = "(withheld)", "(withheld)"
+        trace["candidate"].update({"caption": r_caption, "content": r_content})
         trace["decision"] = {"action": "refuse", "rule": "safety", "reason": reason}
         if not dry_run:
             events: list[ev.Event] = [ev.Decided(cand.candidate_id, _project_key(app), "refuse", "safety", None,
