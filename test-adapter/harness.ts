@@ -97,7 +97,11 @@ export function recordingUI(answers: { confirm?: boolean; select?: string[]; inp
 			statuses.push(text);
 		},
 		confirm: async () => answers.confirm ?? false,
-		select: async () => selects.shift(),
+		// A scripted answer picks the first option that starts with it.
+		select: async (_title, options) => {
+			const want = selects.shift();
+			return want === undefined ? undefined : options.find((option) => option.startsWith(want));
+		},
 		input: async () => inputs.shift(),
 		editor: async () => inputs.shift(),
 		custom: async () => undefined as never,

@@ -9,7 +9,16 @@ import { join } from "node:path";
 import { after, afterEach, before, describe, test } from "node:test";
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
-import { createEnv, openPi, type PiHarness, REAL_CORE, type TestEnv, toolResultTexts, waitFor } from "./harness.js";
+import {
+	createEnv,
+	openPi,
+	type PiHarness,
+	REAL_CORE,
+	recordingUI,
+	type TestEnv,
+	toolResultTexts,
+	waitFor,
+} from "./harness.js";
 
 const SNAPSHOT = "realmem-snapshot";
 const SHOWN = "realmem-shown";
@@ -227,6 +236,20 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		await resumed.session.prompt("third");
 		assert.equal(resumed.systemPrompts[0], pi.systemPrompts[0]);
 		assert.equal(customEntries(resumed, SNAPSHOT).length, 1);
+	});
+
+	test("/realmem runs subcommands directly and from its menu", async () => {
+		const ui = recordingUI({ select: ["status"] });
+		const pi = await openPi(env, { ui });
+		open.push(pi);
+		await pi.session.prompt("/realmem status");
+		await pi.session.prompt("/realmem");
+		const statuses = ui.notifications.filter((n) => /shared\s+\d+ memor/.test(n.message));
+		assert.equal(statuses.length, 2, JSON.stringify(ui.notifications));
+		await pi.session.prompt("/realmem frobnicate");
+		assert.match(ui.notifications.at(-1)?.message ?? "", /Unknown \/realmem subcommand "frobnicate"\. Available: status, add, import/);
+		// Commands never reach the model.
+		assert.equal(pi.systemPrompts.length, 0);
 	});
 
 	test("an imported AGENTS.md disappears from the system prompt", async () => {
