@@ -8,6 +8,7 @@ most used first, then the most relevant.  A returned memory counts as a recall h
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import attrs
@@ -54,10 +55,18 @@ def _abs_focus(app: Realmem, raw: Sequence[str]) -> list[str]:
     return out
 
 
+def _about(pattern: str, focus: str) -> bool:
+    """The focus lies at or under the pattern, or the pattern names something inside the focus
+    (a path below it, or a glob such as src/**/*.sql reaching into a focus directory)."""
+    if paths.matches(pattern, focus) or paths.matches(focus, pattern):
+        return True
+    return os.path.isdir(focus) and paths.overlap([pattern], [focus])
+
+
 def path_class(m: Memory, patterns: list[str], focus: list[str]) -> int:
     if any(p in WHOLE for p in m.paths):
         return 1
-    if focus and any(paths.matches(pat, f) or paths.matches(f, pat) for pat in patterns for f in focus):
+    if focus and any(_about(pat, f) for pat in patterns for f in focus):
         return 0
     return 2
 
