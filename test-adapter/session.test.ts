@@ -252,6 +252,26 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		assert.equal(pi.systemPrompts.length, 0);
 	});
 
+	test("the Pi model bridge serves the session's model while the session lives", async () => {
+		const pi = await session();
+		const file = join(env.realmemHome, "bridge", `${process.pid}.json`);
+		await waitFor(() => existsSync(file), "the bridge file");
+		const info = JSON.parse(await readFile(file, "utf8")) as { url: string; token: string; pid: number };
+		assert.equal(info.pid, process.pid);
+		pi.script("rewritten");
+		const response = await fetch(`${info.url}/v1/chat/completions`, {
+			method: "POST",
+			headers: { authorization: `Bearer ${info.token}`, "content-type": "application/json" },
+			body: JSON.stringify({ messages: [{ role: "user", content: "rewrite" }] }),
+		});
+		assert.equal(response.status, 200);
+		const body = (await response.json()) as { model: string; choices: Array<{ message: { content: string } }> };
+		assert.equal(body.model, "scripted");
+		assert.equal(body.choices[0].message.content, "rewritten");
+		await open.pop()?.close();
+		assert.equal(existsSync(file), false);
+	});
+
 	test("an imported AGENTS.md disappears from the system prompt", async () => {
 		const pi = await session();
 		pi.script("before");
