@@ -129,13 +129,11 @@ def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[st
 
 
 @cli.command()
-@click.option("--all", "force", is_flag=True, help="retry every queued candidate now, not only those due")
 @pass_ctx
-def retry(c: Ctx, force: bool) -> None:
-    """Retry this project's queued candidates."""
+def retry(c: Ctx) -> None:
+    """Retry this project's queued candidates now (the worker also retries them with backoff)."""
     from realmem.remember import retry as do_retry
-    outs = do_retry(c.app(), force=True if force else True,
-                    progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))
+    outs = do_retry(c.app(), force=True, progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))
     if not outs:
         click.echo("Nothing queued for this project.")
     for o in outs:
@@ -447,6 +445,108 @@ def settings_models(c: Ctx, endpoint: str) -> None:
     from realmem.settings import list_endpoint_models
     for name in list_endpoint_models(Config(home_dir(c.home)), endpoint):
         click.echo(name)
+
+
+@cli.command(name="import")
+@click.argument("files", nargs=-1)
+@pass_ctx
+def import_cmd(c: Ctx, files: tuple[str, ...]) -> None:
+    """Split AGENTS.md / CLAUDE.md into facts (through the chat model) and remember them."""
+    from realmem.importer import import_headless
+    rep = import_headless(c.app(), list(files), progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True))
+    for line in rep["outcomes"]:
+        click.echo(line)
+    if rep["files"]:
+        click.echo(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {rep['stored']} facts stored; "
+                   "realmem now replaces them in the prompt.")
+    else:
+        click.echo("No facts were stored, so nothing is marked imported.")
+        sys.exit(1)
+
+
+@cli.command(name="prune-paths")
+@click.option("--yes", is_flag=True, help="apply without asking")
+@pass_ctx
+def prune_paths(c: Ctx, yes: bool) -> None:
+    """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
+    from realmem import missing
+    app = c.app()
+    plan = missing.prune_plan(app)
+    if not plan:
+        click.echo("No memory points at a missing path.")
+        return
+    for m, gone, kept in plan:
+        click.echo(f"[{ids.short(m.id)}] {m.caption}: drop {', '.join(gone)}" + ("" if kept else "  → delete the memory"))
+    if not yes and not click.confirm("Apply these changes?", default=False):
+        sys.exit(1)
+    missing.prune(app)
+    click.echo(f"Pruned {len(plan)} memories.")
+
+
+@cli.command(name="fix-gitignore")
+@click.option("--check", "check_only", is_flag=True, help="only report; exit 1 when the store is ignored")
+@click.option("--yes", is_flag=True, help="apply without asking")
+@pass_ctx
+def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
+    """Check whether .pi/realmem is ignored by git and append the verified fix."""
+    from realmem import gitignore
+    app = c.app(scan=False)
+    if app.project is None or not app.project.is_git:
+        click.echo("Not a git repository: nothing to check.")
+        return
+    try:
+        st = gitignore.check(app.project.root)
+    except gitignore.GitIgnoreError as exc:
+        raise RealmemError(str(exc)) from None
+    if not st.ignored:
+        click.echo(".pi/realmem is not ignored by git: shared memories will be committed.")
+        return
+    click.echo(st.warning() or "")
+    if check_only:
+        sys.exit(1)
+    if st.fix is None:
+        sys.exit(1)
+    click.echo(f"Fix: append to {st.fix.file}:")
+    for line in st.fix.lines:
+        click.echo(f"  {line}")
+    if not yes and not click.confirm("Append it?", default=False):
+        sys.exit(1)
+    try:
+        after = gitignore.apply_fix(app.project.root, st.fix)
+    except gitignore.GitIgnoreError as exc:
+        raise RealmemError(str(exc)) from None
+    click.echo("Fixed: .pi/realmem is no longer ignored." if not after.ignored else "Still ignored!")
+    sys.exit(0 if not after.ignored else 1)
+
+
+@cli.command()
+@click.argument("query", nargs=-1)
+@click.option("--semantic", is_flag=True, help="hybrid search instead of a substring filter")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def manage(c: Ctx, query: tuple[str, ...], semantic: bool, as_json: bool) -> None:
+    """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path)."""
+    from realmem import manage as mg
+    from realmem.render import table
+    items = mg.items(c.app(), query=" ".join(query) or None, semantic=semantic)
+    if as_json:
+        _out(items)
+        return
+    rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
+             ", ".join(r["paths"]), r["used_count"], r["caption"]] for r in items]
+    click.echo(table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories.")
+
+
+@cli.command()
+@click.argument("id_value")
+@pass_ctx
+def approve(c: Ctx, id_value: str) -> None:
+    """Release a quarantined memory (it failed the safety scan when it arrived from outside)."""
+    from realmem import memories
+    app = c.app()
+    key = app.resolve(id_value)
+    memories.approve(app, key)
+    click.echo(f"Approved {ids.short(key[1])}.")
 
 
 @cli.command()

@@ -81,3 +81,56 @@ def finish(app: Realmem) -> dict[str, Any]:
     names = ", ".join(Path(e.path).name for e in events)
     return {"text": f"Imported {names} ({stored} facts stored). realmem now replaces them in the prompt.",
             "imported": [e.path for e in events]}
+
+
+SPLIT_PROMPT = (
+    "Split this project context file into small, self-contained, durable facts for a coding "
+    "agent's memory. Skip boilerplate. For each fact give a one-line caption, the content (exact "
+    "commands and names), the paths it is about (files or directories relative to the project "
+    "root; [] for project-wide facts) and the scope (shared for team knowledge, personal for this "
+    "machine only, global for general user preferences). Reply with JSON only: "
+    '{"facts": [{"caption": "...", "content": "...", "paths": [], "scope": "shared"}]}'
+)
+
+
+def import_headless(app: Realmem, files: list[str], progress=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """`realmem import` without Pi: the configured chat model (rewriter endpoint, or the Pi
+    bridge while a session runs) splits each file; every fact goes through the remember gate."""
+    from realmem.clients.errors import EndpointError, EndpointUnavailable
+    from realmem.jobs.rewrite import chat_client
+    from realmem.remember import remember
+
+    paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
+    if not paths:
+        raise RealmemError("no AGENTS.md or CLAUDE.md here to import")
+    client = chat_client(app)
+    if not client.configured:
+        raise RealmemError("importing without Pi needs a chat model: set rewriter.url (realmem settings set "
+                           "rewriter.url URL), or run /realmem import inside Pi")
+    key = app.project.key if app.project else None
+    report: dict[str, Any] = {"files": [], "stored": 0, "outcomes": []}
+    try:
+        for p in paths:
+            text = p.read_text(encoding="utf-8", errors="replace")
+            try:
+                reply = client.complete_json([{"role": "system", "content": SPLIT_PROMPT},
+                                              {"role": "user", "content": f"File {p.name}:\n\n{text}"}])
+            except (EndpointUnavailable, EndpointError) as exc:
+                raise RealmemError(f"the chat model could not split {p.name}: {exc}") from None
+            facts = [f for f in reply.get("facts") or [] if isinstance(f, dict)]
+            stored = 0
+            for i, f in enumerate(facts, 1):
+                out = remember(app, str(f.get("caption", "")), str(f.get("content", "")),
+                               scope=f.get("scope") if f.get("scope") in ("shared", "personal", "global") else None,
+                               paths=[str(x) for x in f.get("paths") or []], user_requested=True, source="import")
+                report["outcomes"].append(out.text)
+                stored += out.action in ("add", "edit", "merge", "reinforce", "widen")
+                if progress:
+                    progress(i, len(facts), p.name)
+            if stored:
+                app.emit([ev.ContextImported(str(p), key, file_hash(text), stored)])
+                report["files"].append(str(p))
+            report["stored"] += stored
+    finally:
+        client.close()
+    return report
