@@ -413,6 +413,29 @@ def test_judge_not_configured_is_an_error_and_writes_nothing(app: Realmem, monke
     assert event_count(app) == before
 
 
+def test_a_judge_failure_skips_that_memory_only(app: Realmem, semif: FakeSystemOne) -> None:
+    first = add(app, "Temporary note", "WIP today.")
+    second = add(app, "Another temporary note", "WIP for now.", used=1)
+    script(semif, {first.caption: {"forget": {"noul": 0.99}}, second.caption: {"forget": {"noul": 0.99}}})
+    app.config.set("semif.model", "fake-semif")
+    semif.fail_next(401)
+    report = consolidate(app, revise_paths=False)
+    assert [(c.kind, c.id) for c in report.changes] == [("forgotten", short(second)), ("skipped", short(first))]
+    assert app.memory(key(first)) is not None and app.memory(key(second)) is None
+
+
+def test_a_judge_that_keeps_failing_aborts_without_writing(app: Realmem, semif: FakeSystemOne) -> None:
+    from realmem.app import RealmemError
+    ms = [add(app, f"Temporary note {i}", f"WIP {i} today.") for i in range(4)]
+    script(semif, {m.caption: {"forget": {"noul": 0.99}} for m in ms})
+    app.config.set("semif.model", "fake-semif")
+    semif.fail_next(503, n=3)
+    before_events, before_files = event_count(app), store_files(app)
+    with pytest.raises(RealmemError, match="nothing was written"):
+        consolidate(app, revise_paths=False)
+    assert event_count(app) == before_events and store_files(app) == before_files
+
+
 # --- pass 2: path revision ----------------------------------------------------------------------
 
 def make_tree(repo: Path, git: Any) -> None:

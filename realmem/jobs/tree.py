@@ -68,9 +68,14 @@ def _git_files(root: Path) -> list[str] | None:
         return None
     if out.returncode != 0:
         return None
-    names = dict.fromkeys(n for n in out.stdout.decode("utf-8", "replace").split("\0") if n)
-    # --cached lists files deleted from the worktree too; a path fact must name what exists.
-    return [n for n in names if os.path.lexists(root / n)][:MAX_FILES]
+    names: list[str] = []
+    for n in dict.fromkeys(out.stdout.decode("utf-8", "replace").split("\0")):
+        # --cached lists files deleted from the worktree too; a path fact must name what exists.
+        if n and os.path.lexists(root / n):
+            names.append(n)
+            if len(names) >= MAX_FILES:
+                break
+    return names
 
 
 def _walk_files(root: Path) -> list[str]:
