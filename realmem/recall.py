@@ -20,6 +20,7 @@ from realmem.events.types import Key
 from realmem.projections.state import Memory
 
 CANDIDATES = 50  # most relevant matches considered before path/use ordering
+RELEVANCE_CUT = 0.5  # fused (RRF) score below this share of the best is noise, not a match
 WHOLE = {".", "~"}
 
 
@@ -96,8 +97,13 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
             vec = embedder.embed_query(app, q)
             if vec is not None:
                 kn.append(search.knn(app.conn, vec, stores, 100))
-        for hit in search.fuse(bm, kn, limit=CANDIDATES):
-            relevance[hit.key] = hit.rrf
+        hits = search.fuse(bm, kn, limit=CANDIDATES)
+        # Vector search always returns neighbours, however far; keep only real matches so
+        # that ordering by path and use never lifts an unrelated memory to the top.
+        floor = hits[0].rrf * RELEVANCE_CUT if hits else 0.0
+        for hit in hits:
+            if hit.rrf >= floor:
+                relevance[hit.key] = hit.rrf
     elif given_focus and not id_values:
         # paths alone: the memories attached to (or below) those paths
         for m in app.memories(stores):
