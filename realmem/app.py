@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import apsw
+import attrs
 import structlog
 
 from realmem import db, ids
@@ -176,10 +177,35 @@ class Realmem:
             return self._append_and_apply(events)[0]
         timeout = self.config["gate.lockWaitSeconds"] if lock_timeout is None else lock_timeout
         with self.lock.hold(timeout):
+            events = self._claim_file_names(events)
             envs, before, after, keys = self._append_and_apply(events)
             self._apply_files(before, after, keys)
             self._set_state("files", envs[-1].seq)
         return envs
+
+    def _claim_file_names(self, events: list[ev.Event]) -> list[ev.Event]:
+        """File names are picked before the lock is taken, so another process may have used
+        the same name since: under the lock, give a write whose name is now taken a fresh one
+        (otherwise it would overwrite the other memory's file)."""
+        out: list[ev.Event] = []
+        claimed: set[tuple[str, str]] = set()
+        for e in events:
+            fields = getattr(e, "fields", None)
+            if fields is None or not isinstance(e, (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryMoved)):
+                out.append(e)
+                continue
+            store = e.to_store if isinstance(e, ev.MemoryMoved) else e.store
+            current = self.memory((store, e.id))
+            if current is None or current.file != fields.file:
+                other = self.conn.execute("SELECT 1 FROM memories WHERE store=? AND file=? AND id!=?",
+                                          (store, fields.file, e.id)).fetchone()
+                on_disk = self._has_store(store) and (self.store_dir(store) / fields.file).exists()
+                if other or on_disk or (store, fields.file) in claimed:
+                    taken = self.taken_names(store, exclude=e.id) | {f for s, f in claimed if s == store}
+                    e = attrs.evolve(e, fields=attrs.evolve(fields, file=files.file_name(fields.caption, e.id, taken)))
+            claimed.add((store, e.fields.file))
+            out.append(e)
+        return out
 
     def _append_and_apply(self, events: list[ev.Event]) -> tuple[list[Envelope], State, State, set[Key]]:
         keys: set[Key] = set()
