@@ -36,13 +36,22 @@ class RpcError(Exception):
         self.code = code
 
 
+# Methods that may wait on the network (judge, embedder, chat) or run long.  They run on a
+# second thread with their own store connections, so the path-note hook after every tool call
+# never waits behind a remember that is waiting for the judge.
+SLOW = {"remember", "debug", "retry", "embed", "reindex", "consolidate", "import_begin", "import_finish",
+        "settings_models", "settings_test", "prune_paths", "recall", "manage_list"}
+
+
 class Server:
     def __init__(self, home: str | None, out: TextIO) -> None:
         self.home = home_dir(home)
         self.out = out
         self.write_lock = threading.Lock()
-        self.apps: dict[str, Realmem] = {}
+        self.local = threading.local()  # per-thread apps: an apsw connection per thread
         self.note_indexes: dict[str, Any] = {}
+        self.all_apps: list[dict[str, Realmem]] = []
+        self.active: set[str] = set()
         self.cancelled: set[str] = set()
         self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("on_")
@@ -64,6 +73,14 @@ class Server:
                 self.send({"jsonrpc": "2.0", "method": "progress",
                            "params": {"token": token, "message": message, "done": done, "total": total}})
         return report
+
+    @property
+    def apps(self) -> dict[str, Realmem]:
+        if not hasattr(self.local, "apps"):
+            self.local.apps = {}
+            with self.write_lock:
+                self.all_apps.append(self.local.apps)
+        return self.local.apps
 
     def app(self, params: dict[str, Any]) -> Realmem:
         cwd = str(Path(params.get("cwd") or os.getcwd()).resolve())
@@ -108,7 +125,9 @@ class Server:
         finally:
             token = params.get("progress_token")
             if token:
-                self.cancelled.discard(token)
+                with self.write_lock:
+                    self.active.discard(token)
+                    self.cancelled.discard(token)
         if mid is not None:
             self.send({"jsonrpc": "2.0", "id": mid, "error": err})
 
@@ -138,6 +157,8 @@ class Server:
 
     def on_path_notes(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import pathnotes
+        if str(p.get("tool_name", "")).startswith("realmem_"):
+            return {"text": None, "shown": [], "touched": []}  # realmem's own tools: no notes about itself
         app = self.app(p)
         idx = self.note_indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
         notes = pathnotes.path_notes(app, idx, tool_name=str(p.get("tool_name", "")), tool_input=p.get("input"),
@@ -279,8 +300,9 @@ class Server:
             cfg.unset(key)
         else:
             cfg.set(key, p["value"])
-        for app in self.apps.values():
-            app.config.reload()
+        for apps in self.all_apps:
+            for app in apps.values():
+                app.config.reload()
         return {"text": f"{key} saved."}
 
     def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -319,9 +341,6 @@ class Server:
         with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
             n, v = index.rebuild_fts(app.conn), index.rebuild_vectors(app.conn)
         return {"text": f"Reindexed {n} memories ({v} with vectors)."}
-
-    def on_bridge(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {}  # the bridge file in REALMEM_HOME/bridge is what the rewriter reads
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import importer
@@ -368,17 +387,38 @@ def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO |
                 server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}})
                 continue
             if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
-                server.cancelled.add(str(msg["params"].get("token")))
+                token = str(msg["params"].get("token"))
+                with server.write_lock:
+                    if token in server.active:  # a late cancel for a finished request is dropped
+                        server.cancelled.add(token)
                 continue
             inbox.put(msg if isinstance(msg, dict) else {})
         inbox.put(None)
 
+    slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def slow_loop() -> None:
+        while (msg := slow.get()) is not None:
+            server.handle(msg)
+
     threading.Thread(target=reader, daemon=True, name="rpc-reader").start()
+    slow_thread = threading.Thread(target=slow_loop, daemon=True, name="rpc-slow")
+    slow_thread.start()
     while True:
         msg = inbox.get()
         if msg is None:
             break
-        server.handle(msg)
-    for app in server.apps.values():
-        app.close()
+        token = (msg.get("params") or {}).get("progress_token") if isinstance(msg.get("params"), dict) else None
+        if token:
+            with server.write_lock:
+                server.active.add(str(token))
+        if msg.get("method") in SLOW:
+            slow.put(msg)
+        else:
+            server.handle(msg)
+    slow.put(None)
+    slow_thread.join(timeout=60)
+    for apps in server.all_apps:
+        for app in apps.values():
+            app.close()
     return 0

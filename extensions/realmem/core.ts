@@ -78,7 +78,6 @@ const TIMEOUTS: Record<string, number> = {
 	prune_paths: 120_000,
 	gitignore_check: 30_000,
 	gitignore_fix: 30_000,
-	bridge: 10_000,
 	consolidate: 0,
 	embed: 0,
 	reindex: 0,

@@ -118,8 +118,8 @@ export class Realmem {
 				await bridge.close();
 				return;
 			}
+			// The core finds the bridge through its 0600 file in REALMEM_HOME (docs/rpc.md).
 			this.bridge = bridge;
-			await this.core.call("bridge", { url: bridge.url, token: bridge.token });
 		} catch (error) {
 			// Rewrites then use the configured endpoint or the deterministic fallback.
 			ctx.ui.notify(`realmem: Pi model bridge unavailable (${describeError(error)})`, "warning");
