@@ -4,7 +4,6 @@ fake System One, chat and embeddings servers on loopback, scripted per memory.""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -533,7 +532,7 @@ def test_path_revision_without_a_rewriter_is_noted(app: Realmem, repo: Path, sem
 # --- tree ----------------------------------------------------------------------------------------
 
 def test_tree_collapses_large_and_deep_directories(tmp_path: Path) -> None:
-    files = [f"README.md", "setup.py"] + [f"src/mod{i}.py" for i in range(5)] + \
+    files = ["README.md", "setup.py"] + [f"src/mod{i}.py" for i in range(5)] + \
             [f"vendor/lib{i}/f{j}.c" for i in range(30) for j in range(10)] + ["a/b/c/d/e/deep.txt"]
     lines = treemod.collapse(files, 20)
     assert len(lines) <= 20
@@ -604,3 +603,31 @@ def test_cli_consolidate(home: Path, repo: Path, semif: FakeSystemOne) -> None:
     assert [(c["kind"], c["id"]) for c in data["changes"]] == [("forgotten", short(gone))]
     with Realmem.open(home, repo) as a:
         assert a.memory(key(gone)) is None and a.memory(key(kept)) is not None
+
+
+def test_rpc_consolidate_and_cancel(home: Path, repo: Path, semif: FakeSystemOne) -> None:
+    import io
+
+    from realmem.rpc import Server
+    with Realmem.open(home, repo) as a:
+        gone = add(a, "Temporary note", "WIP today.")
+        before = event_count(a)
+    script(semif, {gone.caption: {"forget": {"noul": 0.9}}})
+    out = io.StringIO()
+    server = Server(str(home), out)
+    server.cancelled.add("tok")  # the adapter sent cancel: the first progress call raises
+    server.handle({"jsonrpc": "2.0", "id": 1, "method": "consolidate",
+                   "params": {"cwd": str(repo), "paths": False, "progress_token": "tok"}})
+    server.handle({"jsonrpc": "2.0", "id": 2, "method": "consolidate",
+                   "params": {"cwd": str(repo), "stores": ["shared"], "paths": False}})
+    replies = {m["id"]: m for m in map(json.loads, out.getvalue().splitlines()) if "id" in m}
+    assert replies[1]["error"] == {"code": 1, "message": "cancelled"}
+    result = replies[2]["result"]
+    assert [(c["kind"], c["id"]) for c in result["details"]["changes"]] == [("forgotten", short(gone))]
+    assert short(gone) in result["text"]
+    with Realmem.open(home, repo) as a:
+        assert a.memory(key(gone)) is None
+        kinds = [e.event.TYPE for e in log.read(a.conn, before)]
+        assert kinds.count("memory_forgotten") == 1  # the cancelled run wrote nothing
+    for app_ in server.apps.values():
+        app_.close()
