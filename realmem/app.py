@@ -134,6 +134,15 @@ class Realmem:
             self._load_store_dirs()
         return self.store_dirs[store]
 
+    def files_reachable(self, store: str) -> bool:
+        """Whether this store's files can be projected here: a shared store lives inside its
+        project, so when that checkout was deleted or moved its files are not recreated."""
+        if not self._has_store(store):
+            return False
+        if store_kind(store) != "shared":
+            return True
+        return self.store_dirs[store].parent.parent.is_dir()
+
     def memory(self, key: Key) -> Memory | None:
         row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
         return memory_from_row(row) if row else None
@@ -249,16 +258,18 @@ class Realmem:
             (store, name, st.st_mtime_ns, st.st_size),
         )
 
-    def _delete_file(self, store: str, name: str, mem_id: str) -> None:
+    def _delete_file(self, store: str, name: str, mem_id: str) -> bool:
         """Remove a memory's file, but only if it still holds that memory (a hand-made file
-        reusing the name must survive)."""
+        reusing the name must survive).  True if a file was removed."""
         path = self.store_dir(store) / name
         try:
             parsed = files.parse(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, files.FactFileError):
-            return
-        if parsed.id == mem_id:
-            files.delete(path.parent, name)
+            return False
+        if parsed.id != mem_id:
+            return False
+        files.delete(path.parent, name)
+        return True
 
     def _set_state(self, name: str, seq: int) -> None:
         self.conn.execute(
@@ -302,12 +313,13 @@ class Realmem:
                     keys.update(env.event.keys())
             for key in keys:
                 mem = self.memory(key)
+                if not self.files_reachable(key[0]):
+                    continue
                 if mem is not None:
-                    if key[0] in self.store_dirs or self._has_store(key[0]):
-                        files.write(self.store_dir(key[0]), mem.file, mem.text)
+                    files.write(self.store_dir(key[0]), mem.file, mem.text)
                 else:
                     name = self._last_file_name(key)
-                    if name and self._has_store(key[0]):
+                    if name:
                         self._delete_file(key[0], name, key[1])
             with db.transaction(self.conn):
                 self._set_state("files", upto)

@@ -78,7 +78,10 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
         app._load_store_dirs()
         report = ReplayReport(n, len(state.memories), 0.0)
         stats = []
+        reachable = {store for store in app.store_dirs if app.files_reachable(store)}
         for key in sorted(touched):
+            if key[0] not in reachable:
+                continue
             mem = state.memories.get(key)
             if mem is not None:
                 d = app.store_dir(mem.store)
@@ -89,11 +92,10 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
                     stats.append((mem.store, mem.file, st.st_mtime_ns, st.st_size))
                 except OSError:
                     pass
-            elif key[0] in app.store_dirs:
+            else:
                 name = app._last_file_name(key)
-                if name and (app.store_dir(key[0]) / name).exists():
-                    app._delete_file(key[0], name, key[1])
-                    report.files_deleted += 0 if (app.store_dir(key[0]) / name).exists() else 1
+                if name and app._delete_file(key[0], name, key[1]):
+                    report.files_deleted += 1
         os.sync()  # one flush for all files instead of an fsync per file
         with db.transaction(app.conn):
             app.conn.execute("DELETE FROM file_stats")
@@ -148,9 +150,9 @@ def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
             diffs.append("memories_fts: the live index differs from a rebuild (run `realmem reindex`)")
         scratch.close()
     for key, mem in sorted(state.memories.items()):
-        path = app.store_dir(mem.store) / mem.file if mem.store in app.store_dirs or app._has_store(mem.store) else None
-        if path is None:
+        if not app.files_reachable(mem.store):
             continue
+        path = app.store_dir(mem.store) / mem.file
         try:
             on_disk = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
