@@ -65,6 +65,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
     problems = {r[0]: r[1] for r in app.conn.execute("SELECT file, digest FROM problems WHERE store=?", (store,))}
     events: list[ev.Event] = []
     seen_ids: dict[str, str] = {}
+    fine: set[str] = set()  # names that read as a fact this time
     new_stats: dict[str, tuple[int, int] | None] = {}
     if not d.is_dir():
         entries: list[os.DirEntry[str]] = []
@@ -94,6 +95,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         stamp = (st.st_mtime_ns, st.st_size)
         if mem_id is not None and stats.get(name) == stamp:
             seen_ids[mem_id] = name
+            fine.add(name)
             continue
         if st.st_size > files.MAX_FILE_BYTES:
             problem(name, "unreadable", f"{name} is larger than {files.MAX_FILE_BYTES} bytes; ignored", None, _digest(str(st.st_size)))
@@ -125,6 +127,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             problem(name, "duplicate-id", f"{name} repeats the id of {seen_ids[parsed.id]}; ignored", 2, _digest(text))
             continue
         seen_ids[parsed.id] = name
+        fine.add(name)
         current = known.get(parsed.id)
         if current is not None and current == (name, text):
             new_stats[name] = stamp
@@ -142,6 +145,13 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         if mem_id not in seen_ids:
             events.append(ev.FileObserved(store, mem_id, "deleted"))
             new_stats[name] = None
+    present = {e.name for e in entries}
+    handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
+    handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
+    handled.update(known[e.id][0] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
+    for name in problems:
+        if name not in handled and (name not in present or name in fine):
+            events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     return events, new_stats
 
 

@@ -136,7 +136,7 @@ class FileProblem(Event):
     TYPE: ClassVar[str] = "file_problem"
     store: str
     file: str
-    problem: str  # malformed | duplicate-id | unreadable | symlink-escape
+    problem: str  # malformed | duplicate-id | unreadable | symlink-escape | resolved (gone or fine again)
     message: str
     line: int | None = None
     digest: str = ""  # hash of what was seen, so the same problem is recorded once

@@ -94,6 +94,8 @@ def _load(front: str, first_line: int) -> Any:
         return _yaml().load(front) if front.strip() else {}
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if exc.context_mark is not None and (exc.context or "").startswith(("while scanning", "while parsing a flow")):
+            mark = exc.context_mark  # an unclosed [, { or quote: where it was opened, not where YAML gave up
         line = first_line + mark.line if mark is not None else None
         raise FactFileError(f"invalid YAML: {exc.problem or exc}", line) from None
     except YAMLError as exc:

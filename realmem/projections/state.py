@@ -164,7 +164,10 @@ def apply(state: State, env: Envelope) -> None:
             state.counters.setdefault(key, Counter())
             _clear_problems_for(state, e.store, e.fields.file)
     elif isinstance(e, ev.FileProblem):
-        state.problems[(e.store, e.file)] = Problem(e.store, e.file, e.problem, e.message, e.line, e.digest)
+        if e.problem == "resolved":  # the file is gone or fine again
+            state.problems.pop((e.store, e.file), None)
+        else:
+            state.problems[(e.store, e.file)] = Problem(e.store, e.file, e.problem, e.message, e.line, e.digest)
     elif isinstance(e, ev.MemoryApproved):
         mem = state.memories.get((e.store, e.id))
         if mem is not None:
