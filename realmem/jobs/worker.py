@@ -30,6 +30,7 @@ log = structlog.get_logger("realmem.worker")
 
 POLL_SECONDS = 0.2
 REDERIVE_SECONDS = 30.0
+LOCK_WAIT_SECONDS = 3.0
 
 
 def _config(home: Path):  # type: ignore[no-untyped-def]
@@ -125,7 +126,8 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     conn = db.connect(home / "realmem.sqlite")  # migrates before the lock table is used
     lock = LeaseLock(home / "realmem.sqlite", "worker")
     try:
-        lock.acquire(timeout=0)
+        # Not 0: a busy database (other processes writing) must not pass for a live worker.
+        lock.acquire(timeout=LOCK_WAIT_SECONDS)
     except LockTimeout:
         log.info("worker.already_running")
         return 0

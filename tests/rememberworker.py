@@ -1,0 +1,35 @@
+"""Helper process for tests/test_worker.py: remember facts through the real remember path.
+
+    python tests/rememberworker.py HOME CWD CAPTION::CONTENT [CAPTION::CONTENT ...]
+
+Prints one JSON line per fact: {"action", "id", "queued"}.  Endpoints come from the
+environment (REALMEM_SEMIF_URL, ...), exactly as for a Pi process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from realmem import logs
+from realmem.app import Realmem
+from realmem.remember import remember
+
+
+def main(argv: list[str]) -> int:
+    logs.configure()
+    home, cwd, facts = argv[0], argv[1], argv[2:]
+    app = Realmem.open(home, cwd)
+    try:
+        for fact in facts:
+            caption, _, content = fact.partition("::")
+            out = remember(app, caption, content)
+            print(json.dumps({"action": out.action, "id": out.memory.id if out.memory else None,
+                              "queued": out.queued}), flush=True)
+    finally:
+        app.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
