@@ -1,0 +1,185 @@
+"""The `realmem` command line as scripts use it: real subprocesses with --home and --cwd,
+JSON field names, exit codes (0 ok, 1 refused or not found, 2 usage error)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realmem import db, ids, memories
+from realmem.app import Realmem
+
+SCRIPT = Path(sys.executable).with_name("realmem")
+FIELDS = {"id", "caption", "content", "scope", "paths", "used_count"}
+
+
+def run(home: Path, cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "realmem.cli"]
+    return subprocess.run([*cmd, "--home", str(home), "--cwd", str(cwd), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def ok(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    p = run(home, cwd, *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    return p
+
+
+def as_json(home: Path, cwd: Path, *args: str):
+    return json.loads(ok(home, cwd, *args, "--json").stdout)
+
+
+@pytest.fixture
+def facts(home: Path, repo: Path):
+    with Realmem.open(home, repo) as app:
+        made = []
+        for caption, content, scope, paths in [
+            ("Run e2e tests with pnpm test:e2e", "Needs Docker running.", "shared", ["packages/web"]),
+            ("Local Postgres listens on 5433", "5432 is the system one.", "personal", None),
+            ("Prefer ripgrep over grep", "rg is faster.", "global", None),
+        ]:
+            store, stored = memories.place(app, scope, paths)
+            made.append(memories.add(app, caption, content, store=store, stored_paths=stored, source="add"))
+    return made
+
+
+def test_list_and_show_json_fields(home: Path, repo: Path, facts) -> None:
+    data = as_json(home, repo, "list")
+    assert data["total"] == 3 and data["page"] == 1
+    items = {i["caption"]: i for i in data["items"]}
+    for m in facts:
+        item = items[m.caption]
+        assert FIELDS <= set(item)
+        assert item["id"] == ids.short(m.id) and len(item["id"]) == 22
+        assert (item["content"], item["paths"], item["used_count"]) == (m.content, m.paths, 0)
+    assert {i["scope"] for i in data["items"]} == {"shared", "personal", "global"}
+    assert as_json(home, repo, "list", "--scope", "personal")["total"] == 1
+    # show accepts the short id, the canonical id and a unique prefix
+    m = facts[0]
+    for value in (ids.short(m.id), m.id):
+        shown = as_json(home, repo, "show", value)
+        assert FIELDS <= set(shown)
+        assert (shown["id"], shown["caption"], shown["scope"], shown["paths"]) == (
+            ids.short(m.id), m.caption, "shared", ["packages/web"])
+    text = ok(home, repo, "show", ids.short(m.id)).stdout
+    assert m.caption in text and m.content in text
+    plain = ok(home, repo, "list").stdout
+    assert all(ids.short(x.id) in plain for x in facts)
+
+
+def test_not_found_and_usage_exit_codes(home: Path, repo: Path, facts) -> None:
+    p = run(home, repo, "show", "nonexistent")
+    assert p.returncode == 1 and "no memory" in p.stderr
+    p = run(home, repo, "show", "AAAAAAAAAAAAAAAAAAAAAA")
+    assert p.returncode == 1
+    common = os.path.commonprefix([ids.short(m.id) for m in facts])
+    p = run(home, repo, "show", common)
+    assert p.returncode == 1 and "ambiguous" in p.stderr
+    assert all(ids.short(m.id) in p.stderr for m in facts)
+    assert run(home, repo, "forget", "nonexistent").returncode == 1
+    assert run(home, repo, "list", "--bogus").returncode == 2
+    assert run(home, repo, "no-such-command").returncode == 2
+    assert run(home, repo, "show").returncode == 2
+    assert run(home, repo, "list", "--scope", "team").returncode == 2
+    assert run(home, repo, "list", "--page", "x").returncode == 2
+    assert run(home, repo, "recall", "--id", "nonexistent").returncode == 1
+
+
+def test_forget(home: Path, repo: Path, facts) -> None:
+    m = facts[0]
+    path = repo / ".pi" / "realmem" / m.file
+    assert path.is_file()
+    p = ok(home, repo, "forget", ids.short(m.id))
+    assert ids.short(m.id) in p.stdout
+    assert not path.exists()
+    assert run(home, repo, "show", ids.short(m.id)).returncode == 1
+    assert as_json(home, repo, "list")["total"] == 2
+    assert ok(home, repo, "replay", "--check").returncode == 0
+
+
+def test_recall_json_and_hits(home: Path, repo: Path, facts) -> None:
+    data = as_json(home, repo, "recall", "postgres")
+    assert data["total"] == 1 and data["errors"] == []
+    item = data["items"][0]
+    assert FIELDS <= set(item)
+    assert item["caption"] == "Local Postgres listens on 5433" and item["used_count"] == 1
+    assert as_json(home, repo, "show", item["id"])["used_count"] == 1
+    data = as_json(home, repo, "recall", "--id", ids.short(facts[2].id))
+    assert [i["id"] for i in data["items"]] == [ids.short(facts[2].id)]
+    data = as_json(home, repo, "recall", "--path", "packages/web/src/app.ts")
+    assert [i["id"] for i in data["items"]] == [ids.short(facts[0].id)]
+    assert as_json(home, repo, "recall", "grep", "--scope", "shared")["items"] == []
+    assert "No memories matched" in ok(home, repo, "recall", "xylophone").stdout
+
+
+def test_replay_check_detects_tampering(home: Path, repo: Path, facts) -> None:
+    p = ok(home, repo, "replay", "--check")
+    assert "identical" in p.stdout
+    conn = db.connect(home / "realmem.sqlite")
+    conn.execute("UPDATE counters SET used_count = used_count + 7 WHERE id = ?", (facts[0].id,))
+    conn.close()
+    p = run(home, repo, "replay", "--check")
+    assert p.returncode == 1 and "counters" in p.stdout
+    ok(home, repo, "replay")
+    assert as_json(home, repo, "show", ids.short(facts[0].id))["used_count"] == 0
+    assert run(home, repo, "replay", "--check").returncode == 0
+
+
+def test_audit_and_events(home: Path, repo: Path, facts) -> None:
+    m = facts[0]
+    with Realmem.open(home, repo) as app:
+        memories.edit(app, (m.store, m.id), content="Needs Docker and 4 GB of RAM.")
+        memories.reinforce(app, (m.store, m.id))
+    p = ok(home, repo, "audit", ids.short(m.id))
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3
+    assert "memory_added" in lines[0] and "memory_edited" in lines[1] and "reinforced" in lines[2]
+    data = as_json(home, repo, "audit", m.id)
+    assert [e["type"] for e in data] == ["memory_added", "memory_edited", "reinforced"]
+    assert data[1]["payload"]["fields"]["content"] == "Needs Docker and 4 GB of RAM."
+    assert all(e["memory_id"] == ids.short(m.id) for e in data)
+    assert run(home, repo, "audit", "nonexistent").returncode == 1
+    # a forgotten memory can still be audited
+    ok(home, repo, "forget", ids.short(m.id))
+    assert as_json(home, repo, "audit", ids.short(m.id))[-1]["type"] == "memory_forgotten"
+
+    events = as_json(home, repo, "events")
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert {"seq", "time", "type", "payload"} <= set(events[0])
+    assert "store_registered" in {e["type"] for e in events}
+    later = as_json(home, repo, "events", "--since", str(seqs[-3]))
+    assert [e["seq"] for e in later] == seqs[-2:]
+    assert ok(home, repo, "events").stdout.count("\n") == len(events)
+
+
+def test_settings_set_and_show(home: Path, repo: Path) -> None:
+    ok(home, repo, "settings", "set", "semif.key", "$MY_SEMIF_KEY")
+    ok(home, repo, "settings", "set", "embedding.key", "sk-verysecretvalue1234")
+    ok(home, repo, "settings", "set", "recall.pageSize", "5")
+    cfg = home / "config.json"
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
+    data = json.loads(cfg.read_text())
+    assert data["semif.key"] == "$MY_SEMIF_KEY" and data["recall.pageSize"] == 5
+    shown = as_json(home, repo, "settings", "show")
+    assert shown["semif.key"] == {"value": "$MY_SEMIF_KEY", "source": "file"}
+    assert shown["embedding.key"]["value"] == "****1234"
+    assert shown["recall.pageSize"] == {"value": 5, "source": "file"}
+    assert shown["rewriter.key"]["value"] == ""
+    text = ok(home, repo, "settings", "show").stdout
+    assert "$MY_SEMIF_KEY" in text and "****1234" in text
+    assert "verysecret" not in text and "verysecret" not in json.dumps(shown)
+    # environment overrides win and are named as such
+    p = run(home, repo, "settings", "show", "--json", env={"REALMEM_RECALL_PAGESIZE": "9"})
+    assert json.loads(p.stdout)["recall.pageSize"] == {"value": 9, "source": "env"}
+    # usage errors
+    assert run(home, repo, "settings", "set", "no.such.key", "1").returncode == 2
+    assert run(home, repo, "settings", "set", "recall.pageSize", "many").returncode == 2
+    assert run(home, repo, "settings", "set", "semif.key").returncode == 2
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
