@@ -195,19 +195,13 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
 @pass_ctx
 def show(c: Ctx, id_value: str, as_json: bool) -> None:
     """One memory with its metadata."""
-    from realmem.render import memory_json
+    from realmem.manage import detail
     app = c.app()
     key = app.resolve(id_value)
     m = app.memory(key)
     assert m is not None
-    used, injected = app.counters(key)
-    data = memory_json(m, used, injected)
-    u = app.conn.execute("SELECT score, probabilities, confidence, source, valid_for FROM urgency WHERE store=? AND id=?",
-                         key).fetchone()
-    data["urgency"] = ({"score": u[0], "probabilities": json.loads(u[1]), "confidence": u[2], "source": u[3]}
-                       if u else None)
-    data["missing_paths"] = {p: s for p, s in app.conn.execute(
-        "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
+    data = detail(app, key)
+    used, injected = data["used_count"], data["path_inject_count"]
     if as_json:
         _out(data)
         return

@@ -40,3 +40,36 @@ def items(app: Realmem, *, query: str | None = None, semantic: bool = False) -> 
     if not (query and semantic):
         out.sort(key=lambda r: (-r["used_count"], r["caption"]))
     return out
+
+
+def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
+    """One memory for `show` (CLI and rpc): its JSON plus path urgency (score, tier under the
+    current thresholds, per-level probabilities, confidence, source, whether it is valid for
+    the current content and paths) and missing paths with their suggested new location."""
+    import json
+
+    from realmem.judge import urgency_key
+    from realmem.render import memory_json
+    m = app.memory(key)
+    if m is None:
+        raise KeyError(key)
+    used, injected = app.counters(key)
+    data = memory_json(m, used, injected)
+    data["file_path"] = str(app.store_dir(m.store) / m.file)
+    specific = any(p not in WHOLE for p in m.paths)
+    data["specific"] = specific
+    u = app.conn.execute("SELECT score, probabilities, confidence, source, valid_for FROM urgency WHERE store=? AND id=?",
+                         key).fetchone()
+    high, mid = float(app.config["pathNotes.high"]), float(app.config["pathNotes.mid"])
+    if u:
+        current = u[4] == urgency_key(m)
+        data["urgency"] = {"score": u[0], "probabilities": json.loads(u[1]), "confidence": u[2], "source": u[3],
+                           "current": current, "tier": tier(u[0] if current else None, high, mid)}
+    else:
+        data["urgency"] = None
+    score = u[0] if u and data["urgency"]["current"] else None
+    data["glyph"] = (GLYPHS[tier(score, high, mid)] if score is not None else "?") if specific else " "
+    data["thresholds"] = {"high": high, "mid": mid}
+    data["missing_paths"] = {p: s for p, s in app.conn.execute(
+        "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
+    return data

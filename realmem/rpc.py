@@ -214,13 +214,13 @@ class Server:
         return {"text": text, "details": {"forgotten": [ids.short(k[1]) for k in keys], "errors": errors}}
 
     def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import render
+        from realmem import manage, render
         app = self.app(p)
         key = app.resolve(str(p.get("id", "")))
         m = app.memory(key)
         assert m is not None
-        used, injected = app.counters(key)
-        return {"text": render.memory_block(m, used), "details": render.memory_json(m, used, injected)}
+        details = manage.detail(app, key)
+        return {"text": render.memory_block(m, details["used_count"]), "details": details}
 
     def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import memories, render
