@@ -315,3 +315,19 @@ def test_deleted_file_removes_the_memory(home: Path, repo: Path) -> None:
         assert [e.event.change for e in events_of(app, ev.FileObserved)] == ["deleted"]
         assert [i.memory.id for i in recall(app, queries=["ruff"]).items] == [keep.id]
         assert_clean(app)
+
+
+def test_file_names_differ_for_ids_made_in_the_same_millisecond(home: Path, repo: Path) -> None:
+    """UUIDv7 ids made in the same millisecond (two processes) share their leading characters;
+    the file name suffix must come from the random part."""
+    same_ms = ["01926b3e-5c1a-7d2f-9a4b-1c2d3e4f5a6b", "01926b3e-5c1a-7d2f-8a4b-aaaaaaaaaaaa",
+               "01926b3e-5c1a-7000-8000-000000000001"]
+    assert len({ids.short(i)[:8] for i in same_ms}) == 1
+    with open_app(home, repo) as app:
+        store = app.project.shared_store
+        made = [memories.add(app, "Same caption", f"number {n}", store=store, stored_paths=["."], source="add",
+                             mem_id=mem_id) for n, mem_id in enumerate(same_ms)]
+        assert len({m.file for m in made}) == 3
+        for n, m in enumerate(made):
+            assert files.parse(file_of(app, m).read_text(encoding="utf-8")).content == f"number {n}"
+        assert_clean(app)

@@ -217,7 +217,14 @@ def file_name(caption: str, mem_id: str, taken: set[str]) -> str:
     name = f"{base}.md"
     if name not in taken:
         return name
-    return f"{base}-{ids.short(mem_id)[:8].lower().replace('_', '-')}.md"
+    # The id's random tail: its head is the creation time, shared by ids made in the same
+    # millisecond (e.g. by two processes), so it cannot tell them apart.
+    tail = ids.short(mem_id).lower().replace("_", "-")
+    for n in (8, 12, 22):
+        name = f"{base}-{tail[-n:]}.md"
+        if name not in taken:
+            break
+    return name
 
 
 def write(directory: Path, name: str, text: str, *, durable: bool = True) -> bool:
