@@ -10,7 +10,7 @@ is missing or stale), so deleting the Huey database loses nothing.
 Only one worker runs per home: it holds the ``worker`` LeaseLock for its lifetime; a second
 one exits at once.  It exits after ``worker.idleSeconds`` without work (a queued candidate
 waiting for its next try keeps it alive while the judge is configured, so automatic retry
-needs no new wake-up).
+needs no new wake-up, until the backoff outgrows the idle timeout).
 """
 
 from __future__ import annotations
@@ -92,11 +92,16 @@ def _any_user_requested(home: Path) -> bool:
         app.close()
 
 
-def _waiting(conn, cfg) -> bool:  # type: ignore[no-untyped-def]
-    """Queued candidates the worker should stay alive for (the judge is configured)."""
+def _waiting(conn, cfg, idle: float) -> bool:  # type: ignore[no-untyped-def]
+    """Queued candidates the worker should stay alive for: the judge is configured and some
+    candidate's next try falls within the idle timeout.  Once the backoff grows past it the
+    worker exits (a later remember or session start brings a new one), so a judge that is gone
+    for good never keeps a worker alive forever."""
     if not cfg["semif.url"]:
         return False
-    return conn.execute("SELECT count(*) FROM pending").fetchone()[0] > 0
+    from datetime import datetime, timedelta, timezone
+    horizon = (datetime.now(timezone.utc) + timedelta(seconds=idle)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (horizon,)).fetchone() is not None
 
 
 def _due(conn) -> bool:  # type: ignore[no-untyped-def]
@@ -178,7 +183,7 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
             if did:
                 last_work = time.monotonic()
                 continue
-            if now - last_work >= idle and not _waiting(conn, cfg):
+            if now - last_work >= idle and not _waiting(conn, cfg, idle):
                 break
             time.sleep(POLL_SECONDS)
     finally:
