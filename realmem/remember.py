@@ -592,7 +592,11 @@ def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any
         text = f"Would {plan.action} {_ref(m)} ({_scope_label(m.store)})."
     else:
         text = f"Would {plan.action}."
-    trace.setdefault("decision", {}).setdefault("action", plan.action)
+    d = trace.setdefault("decision", {})
+    d.setdefault("action", plan.action)
+    d.setdefault("rule", plan.rule)
+    if plan.reason:
+        d.setdefault("reason", plan.reason)
     return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == "queue")
 
 
