@@ -63,7 +63,8 @@ def finish(app: Realmem) -> dict[str, Any]:
     if row is None:
         return {"text": "No import is in progress.", "imported": []}
     started, files = row[0], json.loads(row[1])["files"]
-    done = app.conn.execute("SELECT count(*) FROM events WHERE type='context_imported' AND seq > ?", (started,)).fetchone()[0]
+    done = app.conn.execute("SELECT count(*) FROM events WHERE type='context_imported' AND seq > ? AND session IS ?",
+                            (started, app.session)).fetchone()[0]  # another session's import is not this one
     if done:
         return {"text": "This import was already finished.", "imported": []}
     stored = app.conn.execute(
@@ -120,11 +121,15 @@ def import_headless(app: Realmem, files: list[str], progress=None) -> dict[str, 
             facts = [f for f in reply.get("facts") or [] if isinstance(f, dict)]
             stored = 0
             for i, f in enumerate(facts, 1):
-                out = remember(app, str(f.get("caption", "")), str(f.get("content", "")),
-                               scope=f.get("scope") if f.get("scope") in ("shared", "personal", "global") else None,
-                               paths=[str(x) for x in f.get("paths") or []], user_requested=True, source="import")
-                report["outcomes"].append(out.text)
-                stored += out.action in ("add", "edit", "merge", "reinforce", "widen")
+                try:
+                    out = remember(app, str(f.get("caption", "")), str(f.get("content", "")),
+                                   scope=f.get("scope") if f.get("scope") in ("shared", "personal", "global") else None,
+                                   paths=[str(x) for x in f.get("paths") or []], user_requested=True, source="import")
+                except RealmemError as exc:  # one malformed fact from the model must not lose the others
+                    report["outcomes"].append(f"Skipped a fact from {p.name}: {exc}")
+                else:
+                    report["outcomes"].append(out.text)
+                    stored += out.action in ("add", "edit", "merge", "reinforce", "widen")
                 if progress:
                     progress(i, len(facts), p.name)
             if stored:
