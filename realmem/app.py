@@ -12,7 +12,6 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import apsw
 import attrs
 import structlog
 
@@ -29,7 +28,12 @@ from realmem.projections.tables import MEMORY_COLS, memory_from_row
 
 logger = structlog.get_logger("realmem")
 
-COUNTER_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
+# Events that never change a memory's text or location: they only touch tables, so they need
+# the SQLite write transaction but not the lease lock that orders fact-file writes.  Queue
+# bookkeeping must be among them: a candidate is queued precisely when that lock is busy.
+TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued,
+              ev.CandidateRetried, ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported,
+              ev.ImportStarted, ev.FileProblem)
 
 
 class RealmemError(Exception):
@@ -177,12 +181,12 @@ class Realmem:
     # --- writing -------------------------------------------------------------------------
 
     def emit(self, events: Iterable[ev.Event], *, lock_timeout: float | None = None) -> list[Envelope]:
-        """Append events and apply them to every projection.  Counter-only events skip the
-        lease lock (they never touch files); everything else holds it."""
+        """Append events and apply them to every projection.  Table-only events skip the lease
+        lock (they never touch files); everything else holds it."""
         events = list(events)
         if not events:
             return []
-        if all(isinstance(e, COUNTER_ONLY) for e in events):
+        if all(isinstance(e, TABLE_ONLY) for e in events):
             return self._append_and_apply(events)[0]
         timeout = self.config["gate.lockWaitSeconds"] if lock_timeout is None else lock_timeout
         with self.lock.hold(timeout):
@@ -240,6 +244,8 @@ class Realmem:
     def _apply_files(self, before: State, after: State, keys: Iterable[Key]) -> None:
         for key in keys:
             old, new = before.memories.get(key), after.memories.get(key)
+            if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
+                continue  # unchanged: never rewrite a file someone may have edited since the last scan
             if old is not None and (new is None or new.file != old.file):
                 self._delete_file(old.store, old.file, old.id)
             if new is not None:
@@ -309,7 +315,7 @@ class Realmem:
             done, upto = self.projection_seq("files"), self.projection_seq("tables")
             keys: set[Key] = set()
             for env in log.read(self.conn, done, until=upto):
-                if not isinstance(env.event, COUNTER_ONLY):  # counters never touch files
+                if not isinstance(env.event, TABLE_ONLY):  # these never touch files
                     keys.update(env.event.keys())
             for key in keys:
                 mem = self.memory(key)

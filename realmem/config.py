@@ -69,8 +69,10 @@ DEFAULTS: dict[str, Any] = {
     "consolidate.treeLines": 400,
     "consolidate.batch": 20,
     # Queue / worker.
+    "queue.baseBackoffSeconds": 5.0,
     "queue.maxBackoffSeconds": 900.0,
     "worker.idleSeconds": 600.0,
+    "worker.autostart": True,         # start a worker when work is left behind
 }
 
 SECRET_KEYS = {"semif.key", "embedding.key", "rewriter.key"}

@@ -42,7 +42,6 @@ logger = structlog.get_logger("realmem.remember")
 
 MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryMoved, ev.FileObserved,
                  ev.MemoryApproved)
-DEFAULT_BASE_BACKOFF = 5.0
 
 
 @attrs.define
@@ -141,20 +140,13 @@ def _union(a: list[str], b: list[str]) -> list[str]:
 
 
 def _next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
-    base = float(app.config.get("queue.baseBackoffSeconds") or DEFAULT_BASE_BACKOFF)
+    base = float(app.config["queue.baseBackoffSeconds"])
     cap = float(app.config["queue.maxBackoffSeconds"])
     delay = min(cap, base * (2 ** attempts))
     if retry_after is not None:
         delay = min(cap, max(delay, retry_after))
     t = datetime.now(timezone.utc) + timedelta(seconds=delay)
     return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _autostart(app: Realmem) -> bool:
-    v = app.config.get("worker.autostart")
-    if v is None:
-        return True
-    return str(v).strip().lower() not in {"0", "false", "no", "off"}
 
 
 def _project_key(app: Realmem) -> str | None:
@@ -209,7 +201,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
                                                  _jsonable(trace))]
             if candidate_id is not None and _is_pending(app, candidate_id):
                 events.append(ev.CandidateDone(candidate_id, "refuse"))
-            _emit_quiet(app, events)
+            app.emit(events)
         return Outcome("refuse", None, text, warnings, trace)
     if result.findings:  # redacted
         cand.caption, cand.content = s_caption, s_content
@@ -220,10 +212,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     if dry_run:
         return _dry_outcome(app, cand, plan, trace, warnings)
     if plan.action == "queue":
-        try:
-            outcome = _queue(app, cand, plan, trace, warnings, locked=True)
-        except LockTimeout:
-            outcome = _queue(app, cand, plan, trace, warnings, locked=False)
+        outcome = _queue(app, cand, plan, trace, warnings)
         _background(app, outcome)
         return outcome
     try:
@@ -238,7 +227,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     except LockTimeout as exc:
         trace["lock"] = {"timeout": float(app.config["gate.lockWaitSeconds"]), "holder": _safe_holder(exc)}
         plan = Plan("queue", "lock-busy", "", [], reason="the write lock is busy")
-        outcome = _queue(app, cand, plan, trace, warnings, locked=False)
+        outcome = _queue(app, cand, plan, trace, warnings)
     _background(app, outcome)
     return outcome
 
@@ -260,7 +249,7 @@ def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], N
                          candidate_id=cid)
         except RealmemError as exc:
             # The candidate can never be written (e.g. its scope no longer exists): drop it.
-            _emit_quiet(app, [ev.CandidateDone(cid, f"error: {exc}")])
+            app.emit([ev.CandidateDone(cid, f"error: {exc}")])
             o = Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
         out.append(o)
         if progress:
@@ -466,7 +455,7 @@ def _changed_since(app: Realmem, snap: int) -> bool:
 
 def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
     if plan.action == "queue":
-        return _queue(app, cand, plan, trace, warnings, locked=True)
+        return _queue(app, cand, plan, trace, warnings)
     pk = _project_key(app)
     pending = _is_pending(app, cand.candidate_id)
     done = [ev.CandidateDone(cand.candidate_id, plan.action)] if pending else []
@@ -520,8 +509,7 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], w
     return Outcome(plan.action, m, _with_notes(text, warnings), warnings, trace)
 
 
-def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str], *,
-           locked: bool) -> Outcome:
+def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
     pk = _project_key(app)
     row = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cand.candidate_id,)).fetchone()
     trace["decision"] = {**trace.get("decision", {}), "action": "queue", "rule": plan.rule, "reason": plan.reason}
@@ -532,10 +520,7 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], war
         events = [ev.Decided(cand.candidate_id, pk, "queue", plan.rule, None, _jsonable(trace)),
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
                                      _next_try(app, 0, plan.retry_after))]
-    if locked:
-        app.emit(events)
-    else:
-        _emit_unlocked(app, events)
+    app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
     if "not configured" in plan.reason:
         text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
                 "(/realmem settings).")
@@ -546,18 +531,6 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], war
     return Outcome("queue", None, text, warnings, trace, queued=True)
 
 
-def _emit_unlocked(app: Realmem, events: list[ev.Event]) -> None:
-    """Append table-only events (queue bookkeeping) without the write lease lock: used when
-    the lock is busy, which is exactly when a candidate must be queued.  These events never
-    touch a fact file, so skipping the file step is safe."""
-    app._append_and_apply(events)  # noqa: SLF001 (see docstring)
-
-
-def _emit_quiet(app: Realmem, events: list[ev.Event]) -> None:
-    try:
-        app.emit(events)
-    except LockTimeout:
-        _emit_unlocked(app, events)
 
 
 def _is_pending(app: Realmem, cid: str) -> bool:
@@ -622,7 +595,7 @@ def _background(app: Realmem, outcome: Outcome) -> None:
                 if row is None or row[0] != judge.urgency_key(m):
                     queue.enqueue_urgency(app)
                     wanted = True
-        if wanted and _autostart(app):
+        if wanted and app.config["worker.autostart"]:
             queue.ensure_worker(app)
     except Exception as exc:  # background work never fails the caller
         logger.warning("background.enqueue_failed", error=f"{type(exc).__name__}: {exc}")
