@@ -306,8 +306,12 @@ class Server:
         return {"text": f"{key} saved."}
 
     def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.clients.errors import EndpointError, EndpointUnavailable
         from realmem.settings import list_endpoint_models
-        return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
+        try:
+            return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
+        except (EndpointError, EndpointUnavailable) as exc:  # not set, unreachable, bad answer: the user's to fix
+            raise RealmemError(str(exc)) from None
 
     def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem.settings import test_endpoints
