@@ -1,7 +1,7 @@
 /**
  * /realmem: the user's maintenance surface. Each subcommand is one or two rpc calls; results are
  * the core's rendered `text`, shown as notifications. The TUI screens (manage, settings, debug)
- * are registered by their own module when they exist; this file only knows the subcommands below.
+ * live in ./tui; this file only wires them in as subcommands.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -13,6 +13,7 @@ import {
 import type { AutocompleteItem } from "@mariozechner/pi-tui";
 import { describeError, type GitignoreCheckResult, type ImportBeginResult, type TextResult } from "./core.js";
 import type { Realmem } from "./index.js";
+import { type CoreCall, openDebug, openManage, openSettings } from "./tui/index.js";
 
 interface Subcommand {
 	name: string;
@@ -91,6 +92,10 @@ async function simple(realmem: Realmem, ctx: ExtensionContext, method: string, p
 	}
 }
 
+function coreCall(realmem: Realmem): CoreCall {
+	return (method, params, options) => realmem.core.call(method, params, options);
+}
+
 const SUBCOMMANDS: Subcommand[] = [
 	{
 		name: "status",
@@ -137,6 +142,21 @@ const SUBCOMMANDS: Subcommand[] = [
 			realmem.beginImport();
 			realmem.pi.sendUserMessage(begun.prompt);
 		},
+	},
+	{
+		name: "manage",
+		description: "browse, search, edit, re-scope, delete and approve memories: [query]",
+		run: (realmem, args, ctx) => openManage(ctx, coreCall(realmem), args.join(" ")),
+	},
+	{
+		name: "settings",
+		description: "endpoints, keys, models, thresholds and limits; connection tests",
+		run: (realmem, _args, ctx) => openSettings(ctx, coreCall(realmem)),
+	},
+	{
+		name: "debug",
+		description: "dry-run the remember path for a candidate and show the trace (w writes it)",
+		run: (realmem, _args, ctx) => openDebug(ctx, coreCall(realmem)),
 	},
 	{
 		name: "prune-paths",
@@ -206,7 +226,7 @@ const SUBCOMMANDS: Subcommand[] = [
 
 export function registerCommand(pi: ExtensionAPI, realmem: Realmem): void {
 	pi.registerCommand("realmem", {
-		description: "realmem long-term memory: status, add, import, consolidate, ...",
+		description: "realmem long-term memory: manage, settings, debug, status, add, import, consolidate, ...",
 		getArgumentCompletions(prefix: string): AutocompleteItem[] | null {
 			if (prefix.includes(" ")) return null;
 			const items = SUBCOMMANDS.filter((sub) => sub.name.startsWith(prefix)).map((sub) => ({
