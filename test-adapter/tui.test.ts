@@ -17,7 +17,9 @@ import { Core } from "../extensions/realmem/core.js";
 import type { DebugScreen } from "../extensions/realmem/tui/debug.js";
 import type { ManageItem, ManageScreen, MemoryDetail } from "../extensions/realmem/tui/manage.js";
 import type { SettingItem, SettingsScreen } from "../extensions/realmem/tui/settings.js";
-import { createEnv, openPi, type PiHarness, recordingUI, type TestEnv, waitFor } from "./harness.js";
+import { createEnv, openPi, type PiHarness, REPO, recordingUI, type TestEnv, waitFor } from "./harness.js";
+
+const REAL_PYTHON = join(REPO, ".venv", "bin", "python");
 
 const KEY = {
 	up: "\x1b[A",
@@ -129,6 +131,20 @@ describe("/realmem screens against the real core", () => {
 		session = pi.session.sessionManager.getSessionId();
 		// session_start (bound by openPi) scans the store: adopts the files, quarantines the injection
 		await core.call("session_start", { cwd: env.cwd, session });
+		// One memory judged for path urgency, as the worker would (there is no judge in tests).
+		const db = (await manageList()).find((item) => item.caption.startsWith("Database migrations"));
+		assert.ok(db, "db memory adopted");
+		const judge = [
+			"import sys",
+			"from realmem.app import Realmem",
+			"from realmem.events import types as ev",
+			"from realmem.judge import urgency_key",
+			"app = Realmem.open(None, sys.argv[1], session='test')",
+			"m = app.memory(app.resolve(sys.argv[2]))",
+			"app.emit([ev.UrgencyJudged(m.store, m.id, urgency_key(m), 1.7, {'0': 0.05, '1': 0.15, '2': 0.8}, 0.9, 'remember')])",
+			"app.close()",
+		].join("\n");
+		execFileSync(REAL_PYTHON, ["-c", judge, env.cwd, db.id], { stdio: "pipe", env: process.env });
 	});
 
 	after(async () => {
@@ -139,14 +155,28 @@ describe("/realmem screens against the real core", () => {
 
 	test("manage: list with glyphs, filter, semantic toggle, detail, edit, move, apply suggestion, approve, delete", async () => {
 		const { screen, finished } = await openScreen<ManageScreen & AnyScreen>("/realmem manage");
+		const select = async (caption: string) => {
+			const index = screen.items.findIndex((item) => item.caption === caption);
+			assert.ok(index >= 0, `${caption} listed`);
+			while (screen.selected < index) await type(screen, KEY.down);
+			while (screen.selected > index) await type(screen, KEY.up);
+		};
 		let shown = text(screen);
 		assert.match(shown, /realmem · memories \(4\)/);
 		const row = (caption: string) => shown.split("\n").find((line) => line.includes(caption)) ?? "";
 		// path-scoped and unjudged: ?, missing path: ✗, quarantined: Q, project-wide: blank glyph
 		assert.match(row("Old module needs a rebuild"), /\?✗ {2}shared/);
-		assert.match(row("Database migrations live in src/db"), /\? {3}shared/);
+		assert.match(row("Database migrations live in src/db"), /● {3}shared/);
 		assert.match(row("Helpful tip"), / {2}Q shared/);
 		assert.match(row("Deploy with make ship"), / {4}shared/);
+
+		// a judged memory's detail: score, tier under the current thresholds, per-level probabilities
+		await select("Database migrations live in src/db");
+		await type(screen, KEY.enter);
+		shown = text(screen);
+		assert.match(shown, /path urgency 1\.70 → ● full content \(thresholds: high ≥ 1\.5, mid ≥ 0\.75\)/);
+		assert.match(shown, /levels low 0\.05 · mid 0\.15 · high 0\.80 · confidence 0\.90 · source remember/);
+		await type(screen, KEY.escape);
 
 		// filter as you type (substring, through manage_list query)
 		await type(screen, "ship");
@@ -169,12 +199,6 @@ describe("/realmem screens against the real core", () => {
 		assert.match(shown, /memories \(4\)/);
 
 		// Enter opens the detail of the selected memory
-		const select = async (caption: string) => {
-			const index = screen.items.findIndex((item) => item.caption === caption);
-			assert.ok(index >= 0, `${caption} listed`);
-			while (screen.selected < index) await type(screen, KEY.down);
-			while (screen.selected > index) await type(screen, KEY.up);
-		};
 		await select("Old module needs a rebuild");
 		await type(screen, KEY.enter);
 		shown = text(screen);

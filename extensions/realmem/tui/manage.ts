@@ -55,6 +55,7 @@ export interface MemoryDetail {
 }
 
 const SCOPES = ["global", "shared", "personal"];
+const LEVELS: Record<string, string> = { "0": "low", "1": "mid", "2": "high" };
 const TIER_TEXT: Record<string, string> = {
 	full: "● full content",
 	caption: "◐ caption with id",
@@ -384,9 +385,11 @@ export class ManageScreen implements Screen, Focusable {
 		const tier = TIER_TEXT[u.tier ?? ""] ?? u.tier ?? "";
 		const stale = u.current === false ? t.fg("warning", " [judged on older content or paths; not used until re-judged]") : "";
 		const lines = [`${t.fg("muted", "path urgency")} ${u.score.toFixed(2)} → ${tier}${th}${stale}`];
-		const probs = Array.isArray(u.probabilities)
-			? u.probabilities.map((p, i) => `${["low", "mid", "high"][i] ?? i} ${Number(p).toFixed(2)}`)
-			: Object.entries(u.probabilities ?? {}).map(([level, p]) => `${level} ${Number(p).toFixed(2)}`);
+		// the judge's levels are the scores 0, 1, 2 (Low, Mid, High)
+		const entries: Array<[string, number]> = Array.isArray(u.probabilities)
+			? u.probabilities.map((p, i) => [String(i), p])
+			: Object.entries(u.probabilities ?? {}).sort(([a], [b]) => a.localeCompare(b));
+		const probs = entries.map(([level, p]) => `${LEVELS[level] ?? level} ${Number(p).toFixed(2)}`);
 		const extra = [
 			probs.length ? `levels ${probs.join(" · ")}` : "",
 			u.confidence !== null && u.confidence !== undefined ? `confidence ${Number(u.confidence).toFixed(2)}` : "",
