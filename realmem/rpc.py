@@ -21,6 +21,7 @@ import structlog
 
 from realmem import __version__, ids, logs
 from realmem.app import Realmem, RealmemError
+from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import Config, ConfigError, home_dir
 
 logger = structlog.get_logger("realmem.rpc")
@@ -112,6 +113,8 @@ class Server:
             err = {"code": 1, "message": str(exc)}
         except (RpcError,) as exc:
             err = {"code": exc.code, "message": str(exc)}
+        except (EndpointError, EndpointUnavailable) as exc:  # not set, unreachable, bad answer: the user's to fix
+            err = {"code": 1, "message": str(exc)}
         except (ConfigError, ValueError, TypeError, KeyError) as exc:
             logger.warning("rpc usage error", method=method, error=str(exc))
             err = {"code": 2, "message": f"{type(exc).__name__}: {exc}"}
