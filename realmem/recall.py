@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -74,7 +74,9 @@ def path_class(m: Memory, patterns: list[str], focus: list[str]) -> int:
 
 def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str] = (), id_values: Sequence[str] = (),
            page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (), page_size: int | None = None,
-           count_hits: bool = True) -> Result:
+           count_hits: bool = True, embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> Result:
+    """``embed`` turns a query into a vector (the configured embeddings endpoint by default;
+    the benchmark passes a local one so service time stays out of the measurement)."""
     stores = stores_for(app, scope)
     size = page_size or int(app.config["recall.pageSize"])
     given_focus = _abs_focus(app, raw_paths)
@@ -94,7 +96,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
         bm, kn = [], []
         for q in queries:
             bm.append(search.bm25(app.conn, q, stores, 200))
-            vec = embedder.embed_query(app, q)
+            vec = embed(app, q)
             if vec is not None:
                 kn.append(search.knn(app.conn, vec, stores, 100))
         hits = search.fuse(bm, kn, limit=CANDIDATES)

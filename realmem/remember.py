@@ -18,9 +18,11 @@ and retried with exponential backoff by the worker or by hand (``retry``).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -319,7 +321,8 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
     state = judge.build_state(cand.caption, cand.content, stored if has_paths else [], cand.scope, jn)
     qs, shards = judge.questions(jn, has_paths=has_paths, max_options=int(cfg["semif.maxOptions"]))
     try:
-        answers = client.ask(state, qs)
+        with _timed(trace, "judge_s"):
+            answers = client.ask(state, qs)
     except EndpointUnavailable as exc:
         trace["judge"] = {"configured": True, "error": str(exc)}
         raise _Queue("the SemIf judge is unreachable", exc.retry_after) from None
@@ -370,7 +373,8 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
         from realmem.jobs.rewrite import rewrite
         target = app.memory(d.target)  # type: ignore[arg-type]
         assert target is not None
-        new_caption, new_content, used_fallback = rewrite(app, d.action, target, cand.caption, cand.content)
+        with _timed(trace, "rewrite_s"):
+            new_caption, new_content, used_fallback = rewrite(app, d.action, target, cand.caption, cand.content)
         plan.caption, plan.content = new_caption, new_content
         plan.new_paths = _union(target.paths, stored) if judge.specific_paths(stored) else list(target.paths)
         old_text = f"{target.caption}\n\n{target.content}\n"
@@ -410,7 +414,8 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: dict[str, Any]) ->
         fp = index.active_fingerprint(app.conn)
         emb["cached"] = bool(fp and index.cache_get(app.conn, h, fp) is not None)
         try:
-            vector = embedder.embed_document(app, cand.caption, cand.content, h)
+            with _timed(trace, "embed_s"):
+                vector = embedder.embed_document(app, cand.caption, cand.content, h)
             emb["status"] = "ok"
             emb["dims"] = len(vector) if vector else None
         except (EndpointUnavailable, EndpointError) as exc:
@@ -551,6 +556,18 @@ def _with_notes(text: str, warnings: list[str]) -> str:
 def _safe_holder(exc: LockTimeout) -> dict[str, Any] | None:
     h = exc.holder
     return {"pid": h.get("pid"), "host": h.get("host"), "held_for": h.get("held_for")} if h else None
+
+
+@contextlib.contextmanager
+def _timed(trace: dict[str, Any], name: str) -> Iterator[None]:
+    """Time spent waiting on an outside service, kept apart in the trace: the gate's own
+    overhead budget excludes it (DESIGN.md section 6)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings = trace.setdefault("timings", {})
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
 
 
 def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:

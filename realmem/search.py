@@ -37,11 +37,14 @@ def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) ->
     if match is None:
         return []
     where, args = _store_filter(stores)
+    # Rank inside FTS5 first, then join: joining every match before sorting costs more than
+    # the ranking itself on large stores.  Over-fetch so other projects' hits cannot crowd out
+    # the visible ones.
     rows = conn.execute(
-        f"SELECT m.store, m.id, bm25(memories_fts, 3.0, 1.0) AS score FROM memories_fts "
-        f"JOIN memories m ON m.rowid = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
-        (match, *args, limit),
+        f"SELECT m.store, m.id, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
+        f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+        f"JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
+        (match, limit * 4, *args, limit),
     )
     return [((s, i), score) for s, i, score in rows]
 
