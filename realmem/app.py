@@ -236,7 +236,10 @@ class Realmem:
                 apply(state, env)
                 envs.append(env)
             tables.save(self.conn, state, keys, small)
+            files_current = self.projection_seq("files") >= self.projection_seq("tables")
             self._set_state("tables", envs[-1].seq)
+            if files_current and all(isinstance(e, TABLE_ONLY) for e in events):
+                self._set_state("files", envs[-1].seq)  # nothing for the file step to do
         if "stores" in small:
             self._load_store_dirs()
         return envs, before, state, keys

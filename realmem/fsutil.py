@@ -15,8 +15,8 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None, durable
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
+        # mkstemp creates 0600; a fact file is an ordinary file (0666 less the umask).
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_UMASK)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
@@ -31,6 +31,17 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None, durable
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _read_umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+# Read once at import: os.umask is process-wide, so toggling it per write would race with
+# other threads creating files.
+_UMASK = _read_umask()
 
 
 def fsync_dir(directory: Path) -> None:

@@ -185,6 +185,9 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
                 continue
             if now - last_work >= idle and not _waiting(conn, cfg, idle):
                 break
+            if not home.is_dir():
+                log.info("worker.home_gone", home=str(home))  # e.g. a test's temp home was removed
+                break
             time.sleep(POLL_SECONDS)
     finally:
         lock.release()
