@@ -58,6 +58,8 @@ export async function createEnv(files: Record<string, string> = {}): Promise<Tes
 	for (const dir of [env.home, env.realmemHome, env.agentDir, env.sessionDir, env.cwd]) await mkdir(dir, { recursive: true });
 	process.env.HOME = env.home;
 	process.env.REALMEM_HOME = env.realmemHome;
+	// A worker started by session_start must not outlive the test by minutes.
+	process.env.REALMEM_WORKER_IDLESECONDS = "2";
 	process.env.PI_CODING_AGENT_DIR = env.agentDir;
 	// The core must never reach a network endpoint from tests.
 	for (const key of Object.keys(process.env)) if (/^REALMEM_(SEMIF|EMBEDDING|REWRITER)_/.test(key)) delete process.env[key];
