@@ -343,8 +343,9 @@ def reindex(c: Ctx) -> None:
     app = c.app()
     with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
         n = index.rebuild_fts(app.conn)
+        index.prune_embeddings(app.conn)
         v = index.rebuild_vectors(app.conn)
-    click.echo(f"Reindexed {n} memories ({v} with vectors).")
+    click.echo(f"Reindexed {n} memories; {v} vectors indexed.")
 
 
 @cli.command()

@@ -107,9 +107,6 @@ def embed_missing(app: "Realmem", *, batch: int = 64, progress=None) -> int:
         with db.transaction(app.conn):
             for m, v in zip(chunk, vectors):
                 index.cache_put(app.conn, m.hash, fp, v)
-                row = app.conn.execute("SELECT rowid FROM memories WHERE store=? AND id=?", (m.store, m.id)).fetchone()
-                if row:
-                    index.refresh_vector(app.conn, row[0], m.hash)
         done += len(chunk)
         if progress:
             progress(done, len(todo))

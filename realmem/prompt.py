@@ -35,7 +35,7 @@ def section(app: Realmem) -> str:
     rows = app.conn.execute(
         f"SELECT m.store, m.id, m.caption, m.paths, coalesce(c.used_count, 0) AS used FROM memories m "
         f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id WHERE m.quarantined IS NULL "
-        f"AND m.store IN ({','.join('?' * len(app.visible_stores()))}) ORDER BY used DESC, m.updated DESC",
+        f"AND m.store IN ({','.join('?' * len(app.visible_stores()))}) ORDER BY used DESC, m.updated DESC, m.id",
         app.visible_stores(),
     ).fetchall()
     wide = [r for r in rows if set(json.loads(r[3])) <= WHOLE][:n]

@@ -346,8 +346,10 @@ class Server:
         from realmem.projections import index
         app = self.app(p)
         with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
-            n, v = index.rebuild_fts(app.conn), index.rebuild_vectors(app.conn)
-        return {"text": f"Reindexed {n} memories ({v} with vectors)."}
+            n = index.rebuild_fts(app.conn)
+            index.prune_embeddings(app.conn)
+            v = index.rebuild_vectors(app.conn)
+        return {"text": f"Reindexed {n} memories; {v} vectors indexed."}
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import importer

@@ -54,12 +54,13 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     if not index.vec_dims(conn) or len(vector) != index.vec_dims(conn):
         return []
     where, args = _store_filter(stores)
-    # vec0 KNN cannot filter on columns of another table, so over-fetch then filter.
+    # vec0 KNN cannot filter on columns of another table, so over-fetch then filter (cached
+    # vectors of edited or forgotten memories also take a slot until pruned).
     k = min(4096, max(limit * 4, limit + 64))
     rows = conn.execute(
         f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
-        f"WHERE embedding MATCH ? AND k = ?) v JOIN memories m ON m.rowid = v.rowid WHERE {where} "
-        f"ORDER BY v.distance LIMIT ?",
+        f"WHERE embedding MATCH ? AND k = ?) v JOIN embeddings e ON e.rowid = v.rowid "
+        f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?",
         (index.pack(vector), k, *args, limit),
     )
     return [((s, i), 1.0 - dist) for s, i, dist in rows]

@@ -1,8 +1,10 @@
-"""Search indexes derived from memory rows: FTS5 (BM25) and the sqlite-vec vec0 cosine index.
+"""Search indexes: FTS5 (BM25) over memory rows, and the sqlite-vec vec0 cosine index over
+the embeddings cache.
 
-Both are keyed by ``memories.rowid``.  Vectors come from the embeddings cache only (replay
-and reindex never call the embedder); a memory whose embedding is not cached yet simply has
-no vector until the worker embeds it.
+The FTS5 index is keyed by ``memories.rowid``.  The vector index is keyed by the embeddings
+cache's rowid: it indexes cached vectors, not memories, so editing, moving or replaying
+memories never touches it; a search joins vector -> content hash -> memories.  A memory
+whose embedding is not cached yet simply has no vector until the worker embeds it.
 """
 
 from __future__ import annotations
@@ -36,25 +38,19 @@ def _tokens(conn: apsw.Connection, caption: str, content: str, paths: list[str])
     return toks
 
 
-def sync(conn: apsw.Connection, rowid: int, m: Memory, *, content_changed: bool) -> None:
+def sync(conn: apsw.Connection, rowid: int, m: Memory) -> None:
     conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
     if m.quarantined is None:
         conn.execute("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
                      (rowid, *_tokens(conn, m.caption, m.content, m.paths)))
-    if content_changed or m.quarantined is not None:
-        refresh_vector(conn, rowid, m.hash if m.quarantined is None else None)
 
 
 def drop(conn: apsw.Connection, rowid: int) -> None:
     conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
-    if vec_dims(conn):
-        conn.execute(f"DELETE FROM {VEC_TABLE} WHERE rowid=?", (rowid,))
 
 
 def clear(conn: apsw.Connection) -> None:
     conn.execute("DELETE FROM memories_fts")
-    if vec_dims(conn):
-        conn.execute(f"DELETE FROM {VEC_TABLE}")
 
 
 # --- vectors -----------------------------------------------------------------------------
@@ -99,18 +95,23 @@ def set_space(conn: apsw.Connection, fingerprint: str, dims: int) -> bool:
     conn.execute(f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0(embedding float[{dims}] distance_metric=cosine)")
     meta_set(conn, "vec.fingerprint", fingerprint)
     meta_set(conn, "vec.dims", str(dims))
-    # Fill from whatever the cache already holds for this space.
-    for rowid, h in conn.execute("SELECT rowid, hash FROM memories WHERE quarantined IS NULL").fetchall():
-        refresh_vector(conn, rowid, h)
+    rebuild_vectors(conn)
     return True
 
 
 def cache_put(conn: apsw.Connection, content_hash: str, fingerprint: str, vector: list[float]) -> None:
+    """Cache a vector and, in the active space, index it."""
+    blob = pack(vector)
     conn.execute(
         "INSERT INTO embeddings(hash, fingerprint, dims, vector) VALUES (?,?,?,?) "
         "ON CONFLICT(hash, fingerprint) DO UPDATE SET vector=excluded.vector, dims=excluded.dims",
-        (content_hash, fingerprint, len(vector), pack(vector)),
+        (content_hash, fingerprint, len(vector), blob),
     )
+    if fingerprint == active_fingerprint(conn) and len(vector) == vec_dims(conn):
+        rowid = conn.execute("SELECT rowid FROM embeddings WHERE hash=? AND fingerprint=?",
+                             (content_hash, fingerprint)).fetchone()[0]
+        conn.execute(f"DELETE FROM {VEC_TABLE} WHERE rowid=?", (rowid,))
+        conn.execute(f"INSERT INTO {VEC_TABLE}(rowid, embedding) VALUES (?,?)", (rowid, blob))
 
 
 def cache_get(conn: apsw.Connection, content_hash: str, fingerprint: str) -> bytes | None:
@@ -118,31 +119,24 @@ def cache_get(conn: apsw.Connection, content_hash: str, fingerprint: str) -> byt
     return row[0] if row else None
 
 
-def refresh_vector(conn: apsw.Connection, rowid: int, content_hash: str | None) -> None:
-    """Put the cached vector for ``content_hash`` at ``rowid`` (or remove the row if none)."""
-    if not vec_dims(conn):
-        return
-    conn.execute(f"DELETE FROM {VEC_TABLE} WHERE rowid=?", (rowid,))
-    fp = active_fingerprint(conn)
-    if content_hash is None or fp is None:
-        return
-    blob = cache_get(conn, content_hash, fp)
-    if blob is not None:
-        conn.execute(f"INSERT INTO {VEC_TABLE}(rowid, embedding) VALUES (?,?)", (rowid, blob))
-
-
 def rebuild_vectors(conn: apsw.Connection) -> int:
-    """Re-fill the vec0 index from the cache; returns how many memories have a vector."""
+    """Re-fill the vec0 index from the cache of the active space; returns its size."""
     if not vec_dims(conn):
         return 0
     conn.execute(f"DELETE FROM {VEC_TABLE}")
-    fp = active_fingerprint(conn)
-    conn.execute(
-        f"INSERT INTO {VEC_TABLE}(rowid, embedding) SELECT m.rowid, e.vector FROM memories m "
-        "JOIN embeddings e ON e.hash = m.hash AND e.fingerprint = ? WHERE m.quarantined IS NULL",
-        (fp,),
-    )
+    conn.execute(f"INSERT INTO {VEC_TABLE}(rowid, embedding) SELECT rowid, vector FROM embeddings "
+                 "WHERE fingerprint = ? AND dims = ?", (active_fingerprint(conn), vec_dims(conn)))
     return conn.execute(f"SELECT count(*) FROM {VEC_TABLE}").fetchone()[0]
+
+
+def prune_embeddings(conn: apsw.Connection) -> int:
+    """Drop cached vectors no memory uses any more (after edits and forgets); returns how many."""
+    stale = [r[0] for r in conn.execute(
+        "SELECT e.rowid FROM embeddings e LEFT JOIN memories m ON m.hash = e.hash WHERE m.hash IS NULL")]
+    if vec_dims(conn):
+        conn.executemany(f"DELETE FROM {VEC_TABLE} WHERE rowid=?", [(r,) for r in stale])
+    conn.executemany("DELETE FROM embeddings WHERE rowid=?", [(r,) for r in stale])
+    return len(stale)
 
 
 def prune_token_cache(conn: apsw.Connection) -> None:

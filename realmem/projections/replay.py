@@ -63,7 +63,6 @@ def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
     with db.transaction(conn):
         tables.clear(conn)
         tables.save_all(conn, state)
-        index.rebuild_vectors(conn)
         index.prune_token_cache(conn)
         for name in ("tables", "files"):
             conn.execute("INSERT INTO projection_state(name, seq) VALUES (?,?) "

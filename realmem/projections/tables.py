@@ -104,9 +104,9 @@ def _upsert_memory(conn: apsw.Connection, m: Memory, c: Counter, u: Urgency | No
         (m.store, m.id, m.caption, m.content, paths_json, m.created, m.updated, m.file, m.text, m.hash,
          m.source, m.quarantined, m.last_seq),
     )
-    if prev is None or (prev[1], prev[2], prev[3]) != (m.hash, paths_json, m.quarantined):
+    if prev is None or (prev[1], prev[2], prev[3], prev[4]) != (m.hash, paths_json, m.quarantined, m.caption):
         rowid = prev[0] if prev is not None else conn.last_insert_rowid()
-        index.sync(conn, rowid, m, content_changed=prev is None or prev[1] != m.hash)
+        index.sync(conn, rowid, m)
     conn.execute(
         "INSERT INTO counters(store, id, used_count, path_inject_count) VALUES (?,?,?,?) "
         "ON CONFLICT(store, id) DO UPDATE SET used_count=excluded.used_count, path_inject_count=excluded.path_inject_count",
