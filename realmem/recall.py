@@ -98,7 +98,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
             bm.append(search.bm25(app.conn, q, stores, 200))
             vec = embed(app, q)
             if vec is not None:
-                kn.append(search.knn(app.conn, vec, stores, 100))
+                kn.append(search.knn(app.conn, vec, stores, CANDIDATES))
         hits = search.fuse(bm, kn, limit=CANDIDATES)
         # Vector search always returns neighbours, however far; keep only real matches so
         # that ordering by path and use never lifts an unrelated memory to the top.

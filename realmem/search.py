@@ -49,20 +49,41 @@ def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) ->
     return [((s, i), score) for s, i, score in rows]
 
 
+PREFILTER_MIN = 20_000  # vectors in the space before the binary prefilter pays off
+OVERSAMPLE = 4  # shortlist size per wanted result; vec0's cost grows with k, so keep it small
+
+
 def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
-    """Nearest memories by cosine similarity (empty when no vector index exists)."""
-    if not index.vec_dims(conn) or len(vector) != index.vec_dims(conn):
+    """Nearest memories by cosine similarity (empty when no vector index exists).
+
+    Small spaces scan the float index exactly.  Large ones scan the sign-quantized index by
+    hamming distance (several times faster at the same k), then re-rank that oversampled
+    shortlist exactly by cosine from the cached float vectors."""
+    dims = index.vec_dims(conn)
+    if not dims or len(vector) != dims:
         return []
     where, args = _store_filter(stores)
+    blob = index.pack(vector)
     # vec0 KNN cannot filter on columns of another table, so over-fetch then filter (cached
     # vectors of edited or forgotten memories also take a slot until pruned).
     k = min(4096, max(limit * 4, limit + 64))
-    rows = conn.execute(
-        f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
-        f"WHERE embedding MATCH ? AND k = ?) v JOIN embeddings e ON e.rowid = v.rowid "
-        f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?",
-        (index.pack(vector), k, *args, limit),
-    )
+    size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
+    if size >= PREFILTER_MIN and index.has_binary(conn):
+        k = min(4096, max(64, limit * OVERSAMPLE))
+        rows = conn.execute(
+            f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM "
+            f"(SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?) b "
+            f"JOIN embeddings e ON e.rowid = b.rowid JOIN memories m ON m.hash = e.hash "
+            f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?",
+            (blob, blob, k, *args, limit),
+        )
+    else:
+        rows = conn.execute(
+            f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
+            f"WHERE embedding MATCH ? AND k = ?) v JOIN embeddings e ON e.rowid = v.rowid "
+            f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?",
+            (blob, k, *args, limit),
+        )
     return [((s, i), 1.0 - dist) for s, i, dist in rows]
 
 

@@ -19,6 +19,8 @@ from realmem.projections.state import Memory
 from realmem.tokenize import index_text
 
 VEC_TABLE = "memories_vec"
+BIN_TABLE = "memories_bin"  # sign-quantized copy: a fast hamming prefilter for large spaces
+CHUNK = 4096  # vec0 rows per chunk; larger chunks scan faster
 
 
 def _token_key(caption: str, body: str) -> str:
@@ -91,8 +93,12 @@ def set_space(conn: apsw.Connection, fingerprint: str, dims: int) -> bool:
     if active_fingerprint(conn) == fingerprint and vec_dims(conn) == dims:
         return False
     conn.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
+    conn.execute(f"DROP TABLE IF EXISTS {BIN_TABLE}")
     conn.execute("DELETE FROM embeddings WHERE fingerprint != ?", (fingerprint,))
-    conn.execute(f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0(embedding float[{dims}] distance_metric=cosine)")
+    conn.execute(f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0(embedding float[{dims}] distance_metric=cosine, "
+                 f"chunk_size={CHUNK})")
+    if dims % 8 == 0:
+        conn.execute(f"CREATE VIRTUAL TABLE {BIN_TABLE} USING vec0(embedding bit[{dims}], chunk_size={CHUNK})")
     meta_set(conn, "vec.fingerprint", fingerprint)
     meta_set(conn, "vec.dims", str(dims))
     rebuild_vectors(conn)
@@ -112,6 +118,9 @@ def cache_put(conn: apsw.Connection, content_hash: str, fingerprint: str, vector
                              (content_hash, fingerprint)).fetchone()[0]
         conn.execute(f"DELETE FROM {VEC_TABLE} WHERE rowid=?", (rowid,))
         conn.execute(f"INSERT INTO {VEC_TABLE}(rowid, embedding) VALUES (?,?)", (rowid, blob))
+        if has_binary(conn):
+            conn.execute(f"DELETE FROM {BIN_TABLE} WHERE rowid=?", (rowid,))
+            conn.execute(f"INSERT INTO {BIN_TABLE}(rowid, embedding) VALUES (?, vec_quantize_binary(?))", (rowid, blob))
 
 
 def cache_get(conn: apsw.Connection, content_hash: str, fingerprint: str) -> bytes | None:
@@ -123,10 +132,20 @@ def rebuild_vectors(conn: apsw.Connection) -> int:
     """Re-fill the vec0 index from the cache of the active space; returns its size."""
     if not vec_dims(conn):
         return 0
+    args = (active_fingerprint(conn), vec_dims(conn))
     conn.execute(f"DELETE FROM {VEC_TABLE}")
     conn.execute(f"INSERT INTO {VEC_TABLE}(rowid, embedding) SELECT rowid, vector FROM embeddings "
-                 "WHERE fingerprint = ? AND dims = ?", (active_fingerprint(conn), vec_dims(conn)))
+                 "WHERE fingerprint = ? AND dims = ?", args)
+    if has_binary(conn):
+        conn.execute(f"DELETE FROM {BIN_TABLE}")
+        conn.execute(f"INSERT INTO {BIN_TABLE}(rowid, embedding) SELECT rowid, vec_quantize_binary(vector) "
+                     "FROM embeddings WHERE fingerprint = ? AND dims = ?", args)
     return conn.execute(f"SELECT count(*) FROM {VEC_TABLE}").fetchone()[0]
+
+
+def has_binary(conn: apsw.Connection) -> bool:
+    return vec_dims(conn) % 8 == 0 and conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE name=?", (BIN_TABLE,)).fetchone() is not None
 
 
 def prune_embeddings(conn: apsw.Connection) -> int:
@@ -135,6 +154,8 @@ def prune_embeddings(conn: apsw.Connection) -> int:
         "SELECT e.rowid FROM embeddings e LEFT JOIN memories m ON m.hash = e.hash WHERE m.hash IS NULL")]
     if vec_dims(conn):
         conn.executemany(f"DELETE FROM {VEC_TABLE} WHERE rowid=?", [(r,) for r in stale])
+    if has_binary(conn):
+        conn.executemany(f"DELETE FROM {BIN_TABLE} WHERE rowid=?", [(r,) for r in stale])
     conn.executemany("DELETE FROM embeddings WHERE rowid=?", [(r,) for r in stale])
     return len(stale)
 
