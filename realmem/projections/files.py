@@ -231,10 +231,11 @@ def write(directory: Path, name: str, text: str, *, durable: bool = True) -> boo
     """Atomically write ``text`` unless the file already holds exactly it; True if written.
     ``durable=False`` skips the fsyncs (replay writes thousands of files, then syncs once)."""
     path = directory / name
+    data = text.encode("utf-8")
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
             return False
-    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         pass
     atomic_write_text(path, text, durable=durable)
     return True
