@@ -473,3 +473,12 @@ def _git(
 
 def _stderr(proc: subprocess.CompletedProcess[bytes]) -> str:
     return proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
+
+
+def store_warning(root: Path) -> str | None:
+    """The user-facing warning for the shared store at ``root`` (None when it is shared);
+    a git failure becomes a warning too, because session start and status must not fail."""
+    try:
+        return check(root).warning()
+    except GitIgnoreError as exc:
+        return f"could not check whether .pi/realmem is ignored by git: {exc}"

@@ -78,18 +78,24 @@ def _new_owner() -> str:
     return f"{pid}:{_start_time(pid)}:{uuid.uuid4().hex}"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one owned by another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _holder_dead(owner: str, pid: int, host: str) -> bool:
     """True only when the holder provably no longer runs: same host, and its pid is gone, a
     zombie, or now belongs to a different process (start time differs from the token)."""
     if host != HOST:
         return False
-    if pid != os.getpid():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass  # exists, owned by another user
+    if pid != os.getpid() and not pid_alive(pid):
+        return True
     stat = _proc_stat(pid)
     if stat is None:
         return False

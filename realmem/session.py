@@ -15,12 +15,7 @@ logger = structlog.get_logger("realmem.session")
 def start(app: Realmem) -> dict[str, Any]:
     notes: list[str] = []
     level = "info"
-    warning = None
-    if app.project is not None:
-        try:
-            warning = gitignore.check(app.project.root).warning()
-        except gitignore.GitIgnoreError as exc:
-            warning = f"could not check whether .pi/realmem is ignored by git: {exc}"
+    warning = gitignore.store_warning(app.project.root) if app.project is not None else None
     if warning:
         notes.append(warning)
         level = "warning"

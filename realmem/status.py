@@ -26,12 +26,7 @@ def gather(app: Realmem) -> dict[str, Any]:
         app.visible_stores()).fetchone()[0]
     endpoints = {name: {"url": app.config[f"{name}.url"] or None, "model": app.config[f"{name}.model"] or "(auto)"}
                  for name in ("semif", "embedding", "rewriter")}
-    warning = None
-    if app.project is not None:
-        try:
-            warning = gitignore.check(app.project.root).warning()
-        except gitignore.GitIgnoreError as exc:
-            warning = f"could not check whether .pi/realmem is ignored by git: {exc}"
+    warning = gitignore.store_warning(app.project.root) if app.project is not None else None
     from realmem.jobs.queue import worker_status
     return {
         "home": str(app.home),

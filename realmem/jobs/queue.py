@@ -95,18 +95,8 @@ def pending_tasks(home: Path) -> int:
         return 0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def status_for(home: Path) -> dict[str, Any]:
-    from realmem.lock import HOST, LeaseLock
+    from realmem.lock import HOST, LeaseLock, pid_alive
     db_path = Path(home) / "realmem.sqlite"
     alive, pid = False, None
     if db_path.exists():
@@ -116,7 +106,7 @@ def status_for(home: Path) -> dict[str, Any]:
             holder = None
         if holder is not None:
             fresh = holder["heartbeat_age"] <= holder["ttl"]
-            same_host_dead = holder["host"] == HOST and not _pid_alive(int(holder["pid"]))
+            same_host_dead = holder["host"] == HOST and not pid_alive(int(holder["pid"]))
             if fresh and not same_host_dead:
                 alive, pid = True, int(holder["pid"])
     return {"alive": alive, "pid": pid, "pending_tasks": pending_tasks(home)}

@@ -14,13 +14,13 @@ fallback is used:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from realmem import safety
+from realmem.lock import pid_alive
 from realmem.clients import ChatClient, EndpointError, EndpointUnavailable
 
 if TYPE_CHECKING:
@@ -50,16 +50,6 @@ MAX_CAPTION = 200
 MAX_CONTENT = 8000
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def bridge(home: Path) -> tuple[str, str] | None:
     """(url, token) of the newest live Pi model bridge, or None."""
     d = home / "bridge"
@@ -77,7 +67,7 @@ def bridge(home: Path) -> tuple[str, str] | None:
         if not isinstance(data, dict):
             continue
         url, token, pid = data.get("url"), data.get("token"), data.get("pid")
-        if not isinstance(url, str) or not url or not isinstance(pid, int) or not _pid_alive(pid):
+        if not isinstance(url, str) or not url or not isinstance(pid, int) or not pid_alive(pid):
             continue
         if best is None or mtime > best[0]:
             best = (mtime, url, str(token or ""))
