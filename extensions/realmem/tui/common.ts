@@ -70,6 +70,24 @@ export function titleBar(theme: UiTheme, title: string, width: number): string {
 	return truncateToWidth(theme.fg("borderAccent", "── ") + theme.fg("accent", theme.bold(title)) + " " + theme.fg("borderAccent", "─".repeat(rest)), width);
 }
 
+/**
+ * The visible slice of a scrollable body (scroll clamped to the body), plus a
+ * "lines a-b of n" footer when it does not fit.
+ */
+export function scrollWindow(
+	theme: UiTheme,
+	body: string[],
+	scroll: number,
+	height: number,
+): { lines: string[]; scroll: number } {
+	const top = Math.max(0, Math.min(scroll, body.length - height));
+	const lines = body.slice(top, top + height);
+	if (body.length > height) {
+		lines.push(theme.fg("dim", `  (lines ${top + 1}-${Math.min(body.length, top + height)} of ${body.length})`));
+	}
+	return { lines, scroll: top };
+}
+
 export function fit(lines: string[], width: number): string[] {
 	return lines.map((line) => truncateToWidth(line, width));
 }

@@ -4,7 +4,7 @@
  * real after a confirm; Esc closes.
  */
 import type { Focusable } from "@mariozechner/pi-tui";
-import { type CoreCall, fit, keys, Prompt, rows, type Screen, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
+import { type CoreCall, fit, keys, Prompt, rows, type Screen, scrollWindow, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
 
 export interface DebugResult {
 	text: string;
@@ -107,10 +107,9 @@ export class DebugScreen implements Screen, Focusable {
 		out.push(`${t.fg("muted", "caption")} ${this.o.caption}`);
 		out.push(`${t.fg("muted", "paths")} ${this.paths.length ? this.paths.join(", ") : t.fg("dim", "(none)")}`);
 		const body = this.result ? wrap(this.result.text, width) : [];
-		const height = this.bodyHeight();
-		this.scroll = Math.max(0, Math.min(this.scroll, body.length - height));
-		out.push(...body.slice(this.scroll, this.scroll + height));
-		if (body.length > height) out.push(t.fg("dim", `  (lines ${this.scroll + 1}-${Math.min(body.length, this.scroll + height)} of ${body.length})`));
+		const view = scrollWindow(t, body, this.scroll, this.bodyHeight());
+		this.scroll = view.scroll;
+		out.push(...view.lines);
 		out.push(...this.tasks.statusLines(t, width));
 		out.push(...this.prompt.render(width));
 		out.push(t.fg("dim", `↑↓ pgup/pgdn scroll · p set paths and re-run${this.written ? "" : " · w write for real"} · esc close`));

@@ -7,7 +7,7 @@
  * Everything shown comes from the core (manage_list, show); every action is one rpc call.
  */
 import { type Focusable, Input, type SelectItem, truncateToWidth } from "@mariozechner/pi-tui";
-import { type CoreCall, cell, fit, keys, Prompt, rows, type Screen, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
+import { type CoreCall, cell, fit, keys, Prompt, rows, type Screen, scrollWindow, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
 
 export interface ManageItem {
 	id: string;
@@ -403,10 +403,9 @@ export class ManageScreen implements Screen, Focusable {
 		const t = this.o.theme;
 		const out = [titleBar(t, `realmem · memory ${d.id}`, width)];
 		const body = this.detailBody(d, width);
-		const height = this.bodyHeight();
-		this.scroll = Math.max(0, Math.min(this.scroll, body.length - height));
-		out.push(...body.slice(this.scroll, this.scroll + height));
-		if (body.length > height) out.push(t.fg("dim", `  (lines ${this.scroll + 1}-${Math.min(body.length, this.scroll + height)} of ${body.length})`));
+		const view = scrollWindow(t, body, this.scroll, this.bodyHeight());
+		this.scroll = view.scroll;
+		out.push(...view.lines);
 		out.push(...this.tasks.statusLines(t, width));
 		out.push(...this.prompt.render(width));
 		const acts = ["e edit", "s scope", "d delete", ...(d.quarantined ? ["a approve"] : []), ...(Object.values(d.missing_paths ?? {}).some(Boolean) ? ["f apply suggested path"] : []), "↑↓ scroll", "esc back"];
