@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,12 +26,28 @@ def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
-    conn.execute("PRAGMA journal_mode=WAL")
+    _ensure_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     if migrate:
         apply_migrations(conn)
     return conn
+
+
+def _ensure_wal(conn: apsw.Connection) -> None:
+    """WAL is persistent, so only a new database needs the switch.  The switch can fail with
+    SQLITE_BUSY at once, without consulting the busy handler, while other connections are
+    open; retry it within the busy timeout instead of failing the open."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @contextlib.contextmanager

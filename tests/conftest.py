@@ -8,6 +8,8 @@ tests of every part of realmem use it.
 from __future__ import annotations
 
 import os
+import random
+import string
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -81,3 +83,24 @@ def repo(tmp_path: Path) -> Path:
     run_git(root, "add", "README.md")
     run_git(root, "commit", "-q", "-m", "init")
     return root
+
+
+@pytest.fixture
+def servers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Fake System One, embeddings and chat servers on 127.0.0.1, configured through the
+    environment; the worker is not autostarted (tests that want one start it)."""
+    from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
+
+    s1, emb, chat = FakeSystemOne().start(), FakeEmbeddings().start(), FakeChat().start()
+    monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
+    monkeypatch.setenv("REALMEM_EMBEDDING_URL", emb.url)
+    monkeypatch.setenv("REALMEM_REWRITER_URL", chat.url)
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
+    yield s1, emb, chat
+    for s in (s1, emb, chat):
+        s.stop()
+
+
+def fake_secret(prefix: str, length: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+    """A secret-shaped string made at test time (a committed literal could trip push scanners)."""
+    return prefix + "".join(random.choice(alphabet) for _ in range(length))

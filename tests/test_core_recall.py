@@ -12,7 +12,6 @@ from realmem import ids, memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import store as log
 from realmem.events import types as ev
-from realmem.project import GLOBAL
 from realmem.recall import listing, recall
 
 

@@ -14,7 +14,7 @@ from realmem import ids, memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import store as log
 from realmem.events import types as ev
-from realmem.project import GLOBAL, detect, forget_cache, path_key
+from realmem.project import GLOBAL, forget_cache, path_key
 from realmem.projections import files, replay
 from realmem.recall import recall
 

@@ -17,24 +17,13 @@ from realmem import ids
 from realmem.app import Realmem
 from realmem.events import store as evlog
 from realmem.events import types as ev
-from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
+from realmem.fakes import FakeChat
 from realmem.judge import urgency_key
 from realmem.lock import LeaseLock
 from realmem.remember import remember, render_trace, retry
+from conftest import fake_secret
 
-GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-
-
-@pytest.fixture
-def servers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    s1, emb, chat = FakeSystemOne().start(), FakeEmbeddings().start(), FakeChat().start()
-    monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
-    monkeypatch.setenv("REALMEM_EMBEDDING_URL", emb.url)
-    monkeypatch.setenv("REALMEM_REWRITER_URL", chat.url)
-    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
-    yield s1, emb, chat
-    for s in (s1, emb, chat):
-        s.stop()
+GITHUB_TOKEN = fake_secret("ghp_", 36)
 
 
 @pytest.fixture

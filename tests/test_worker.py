@@ -21,7 +21,6 @@ import pytest
 from realmem.app import Realmem
 from realmem.events import store as evlog
 from realmem.events import types as ev
-from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
 from realmem.jobs import queue, worker
 from realmem.judge import urgency_key
 from realmem.remember import remember
@@ -31,18 +30,12 @@ BOUND = 120.0  # seconds: a safety bound for waits, not an assertion
 
 
 @pytest.fixture
-def servers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    s1, emb, chat = FakeSystemOne().start(), FakeEmbeddings().start(), FakeChat().start()
-    monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
-    monkeypatch.setenv("REALMEM_EMBEDDING_URL", emb.url)
-    monkeypatch.setenv("REALMEM_REWRITER_URL", chat.url)
+def servers(servers, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """conftest's fake servers, with backoff and idle times short enough for a test."""
     monkeypatch.setenv("REALMEM_QUEUE_BASEBACKOFFSECONDS", "0.2")
     monkeypatch.setenv("REALMEM_QUEUE_MAXBACKOFFSECONDS", "1")
     monkeypatch.setenv("REALMEM_WORKER_IDLESECONDS", "1")
-    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
-    yield s1, emb, chat
-    for s in (s1, emb, chat):
-        s.stop()
+    return servers
 
 
 @pytest.fixture
