@@ -161,7 +161,11 @@ def prune_embeddings(conn: apsw.Connection) -> int:
 
 
 def prune_token_cache(conn: apsw.Connection) -> None:
-    """Drop cached tokens no current memory uses (called after a full rebuild)."""
+    """Drop cached tokens no current memory uses (called after a full rebuild), once stale
+    entries make up a fifth of the cache: hashing every memory on each replay costs more."""
+    cached = conn.execute("SELECT count(*) FROM fts_tokens").fetchone()[0]
+    if cached <= 1.25 * conn.execute("SELECT count(*) FROM memories").fetchone()[0] + 100:
+        return
     live = set()
     for caption, content, paths in conn.execute("SELECT caption, content, paths FROM memories"):
         live.add(_token_key(caption, content + "\n" + " ".join(json.loads(paths))))
