@@ -130,9 +130,6 @@ class Realmem:
             raise RealmemError("no project here: only the global scope is available")
         return self.project.shared_store if kind == "shared" else self.project.personal_store
 
-    def scope_of(self, store: str) -> str:
-        return store_kind(store)
-
     def store_dir(self, store: str) -> Path:
         if store not in self.store_dirs:
             self._load_store_dirs()

@@ -36,16 +36,3 @@ def run_embed(home: Path) -> int:
     finally:
         app.close()
 
-
-def missing_count(home: Path) -> int:
-    from realmem import embedder
-    app = open_home(home)
-    try:
-        if not app.config["embedding.url"]:
-            return 0
-        from realmem.projections import index
-        if not index.active_fingerprint(app.conn):
-            return app.conn.execute("SELECT count(*) FROM memories WHERE quarantined IS NULL").fetchone()[0]
-        return len(embedder.missing(app))
-    finally:
-        app.close()

@@ -71,12 +71,3 @@ def run_urgency(home: Path) -> int:
     finally:
         app.close()
 
-
-def stale_count(home: Path) -> int:
-    from realmem.jobs.embed import open_home
-    app = open_home(home)
-    try:
-        return len(stale(app)) if app.config["semif.url"] else 0
-    finally:
-        app.close()
-

@@ -169,7 +169,6 @@ def _save_problems(conn: apsw.Connection, state: State) -> None:
 
 
 _SAVERS = {"stores": _save_stores, "pending": _save_pending, "imported": _save_imported, "problems": _save_problems}
-ALL_SMALL = tuple(_SAVERS)
 
 
 def clear(conn: apsw.Connection) -> None:
