@@ -9,14 +9,46 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import string
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 GitRunner = Callable[..., str]
+
+
+def worker_pids(under: Path) -> set[int]:
+    """Pids of `realmem worker` processes whose home lies under ``under`` (a test's tmp dir)."""
+    prefix = str(under.resolve()).encode()
+    found: set[int] = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in argv and any(a.startswith(prefix) for a in argv):
+            found.add(int(d.name))
+    return found
+
+
+def kill_workers(under: Path) -> None:
+    for pid in worker_pids(under):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_workers(tmp_path: Path) -> Iterator[None]:
+    """Any worker a test started (directly or through session start) ends with the test."""
+    yield
+    kill_workers(tmp_path)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -28,34 +27,9 @@ from realmem.events import store as evlog
 from realmem.fakes import FakeSystemOne
 from realmem.fakes.heuristic import Judgement
 
+from conftest import kill_workers
+
 WAIT = 120.0  # a hang guard only: nothing asserts how long anything takes
-
-
-def worker_pids(home: Path) -> set[int]:
-    """Pids of `realmem worker` processes for this home (the test's own tmp dir)."""
-    from realmem.jobs.queue import status_for
-    found: set[int] = set()
-    st = status_for(home)
-    if st["alive"] and st["pid"]:
-        found.add(int(st["pid"]))
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"worker" in argv and str(home).encode() in argv:
-            found.add(int(d.name))
-    return found
-
-
-def kill_workers(home: Path) -> None:
-    for pid in worker_pids(home):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
 
 class Child:

@@ -5,8 +5,6 @@ kills any worker of its home in teardown."""
 
 from __future__ import annotations
 
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,33 +16,14 @@ from realmem.app import Realmem
 from realmem.observe import scan_stores
 from realmem.remember import remember
 
-
-def worker_pids(home: Path) -> set[int]:
-    from realmem.jobs.queue import status_for
-    found: set[int] = set()
-    st = status_for(home)
-    if st["alive"] and st["pid"]:
-        found.add(int(st["pid"]))
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"worker" in argv and str(home).encode() in argv:
-                found.add(int(d.name))
-    return found
+from conftest import kill_workers, worker_pids
 
 
 @pytest.fixture(autouse=True)
 def workers(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("REALMEM_WORKER_IDLESECONDS", "1")
     yield
-    for pid in worker_pids(home):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    kill_workers(home)
 
 
 def start(home: Path, cwd: Path, **kw: Any) -> dict[str, Any]:
