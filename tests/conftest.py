@@ -105,16 +105,23 @@ def git() -> GitRunner:
     return run_git
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A real git repository with one commit (README.md), resolved path."""
-    root = (tmp_path / "repo").resolve()
+def make_repo(root: Path) -> Path:
+    """A real git repository at ``root`` with one commit (README.md); returns the resolved path.
+    The README names the directory, so repos made side by side have different root commits
+    (the project key is ``git-<root commit>``)."""
+    root = root.resolve()
     root.mkdir()
     run_git(root, "init", "-q")
-    (root / "README.md").write_text("# repo\n", encoding="utf-8")
+    (root / "README.md").write_text(f"# {root.name}\n", encoding="utf-8")
     run_git(root, "add", "README.md")
     run_git(root, "commit", "-q", "-m", "init")
     return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A real git repository with one commit (README.md), resolved path."""
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture

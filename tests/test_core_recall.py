@@ -14,6 +14,8 @@ from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.recall import listing, recall
 
+from conftest import make_repo
+
 
 def add(app: Realmem, caption: str, content: str, scope: str = "shared", paths: list[str] | None = None):
     store, stored = memories.place(app, scope, paths)
@@ -234,13 +236,8 @@ def test_scope_filter(app: Realmem) -> None:
         recall(app, queries=["gradle"], scope="nonsense")
 
 
-def test_other_projects_memories_are_not_visible(home: Path, repo: Path, tmp_path: Path, git) -> None:
-    other = (tmp_path / "other").resolve()
-    other.mkdir()
-    git(other, "init", "-q")
-    (other / "f").write_text("f")
-    git(other, "add", "f")
-    git(other, "commit", "-q", "-m", "other")
+def test_other_projects_memories_are_not_visible(home: Path, repo: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other")
     with Realmem.open(home, other) as b:
         add(b, "other project's kotlin fact", "kotlin", "shared")
         add(b, "other project's personal kotlin fact", "kotlin", "personal")

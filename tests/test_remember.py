@@ -21,7 +21,7 @@ from realmem.fakes import FakeChat
 from realmem.judge import urgency_key
 from realmem.lock import LeaseLock
 from realmem.remember import remember, render_trace, retry
-from conftest import fake_secret
+from conftest import fake_secret, make_repo
 
 GITHUB_TOKEN = fake_secret("ghp_", 36)
 
@@ -320,16 +320,11 @@ def test_judge_down_queues_then_retry_by_hand(app: Realmem, servers):
     assert of_type(app, ev.CandidateDone)[-1].outcome == "add"
 
 
-def test_queue_is_per_project(app: Realmem, servers, tmp_path: Path, git):  # type: ignore[no-untyped-def]
+def test_queue_is_per_project(app: Realmem, servers, tmp_path: Path):  # type: ignore[no-untyped-def]
     s1, _, _ = servers
     s1.down()
     remember(app, *JEST)
-    other_root = (tmp_path / "other").resolve()
-    other_root.mkdir()
-    git(other_root, "init", "-q")
-    (other_root / "x").write_text("x")
-    git(other_root, "add", "x")
-    git(other_root, "commit", "-q", "-m", "x")
+    other_root = make_repo(tmp_path / "other")
     s1.up()
     other = Realmem.open(app.home, other_root)
     try:

@@ -16,7 +16,7 @@ from realmem.app import Realmem
 from realmem.observe import scan_stores
 from realmem.remember import remember
 
-from conftest import kill_workers, worker_pids
+from conftest import kill_workers, make_repo, worker_pids
 
 
 @pytest.fixture(autouse=True)
@@ -77,19 +77,14 @@ def test_missing_paths_are_counted(home: Path, repo: Path, git: Any) -> None:
     assert res["level"] == "info"  # missing paths alone are no warning
 
 
-def test_queued_candidates_of_this_project_are_counted(home: Path, repo: Path, tmp_path: Path, git: Any,
+def test_queued_candidates_of_this_project_are_counted(home: Path, repo: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")  # no SemIf endpoint: remember queues
     with Realmem.open(home, repo, session="s1") as a:
         for i in range(2):
             out = remember(a, f"Queued fact {i}", f"Content of queued fact {i}.")
             assert out.queued
-    other = (tmp_path / "other").resolve()
-    other.mkdir()
-    git(other, "init", "-q")
-    (other / "f.txt").write_text("x\n", encoding="utf-8")
-    git(other, "add", "f.txt")
-    git(other, "commit", "-q", "-m", "other")
+    other = make_repo(tmp_path / "other")
     with Realmem.open(home, other, session="s1") as a:
         assert remember(a, "Other project fact", "Queued in the other project.").queued
     res = start(home, repo)
