@@ -52,6 +52,7 @@ class Realmem:
         self.lock = LeaseLock(self.db_path, "write")
         self.project: Project | None = detect(self.cwd)
         self.store_dirs: dict[str, Path] = {}
+        self.store_roots: dict[str, Path | None] = {}  # a project store's project root
 
     # --- opening ------------------------------------------------------------------------
 
@@ -108,7 +109,9 @@ class Realmem:
         atomic_write_text(f, json.dumps(data, indent=2) + "\n")
 
     def _load_store_dirs(self) -> None:
-        self.store_dirs = {row[0]: Path(row[1]) for row in self.conn.execute("SELECT store, dir FROM stores")}
+        rows = self.conn.execute("SELECT store, dir, root FROM stores").fetchall()
+        self.store_dirs = {store: Path(d) for store, d, _ in rows}
+        self.store_roots = {store: Path(root) if root else None for store, _, root in rows}
 
     # --- views ---------------------------------------------------------------------------
 
@@ -134,6 +137,12 @@ class Realmem:
         if store not in self.store_dirs:
             self._load_store_dirs()
         return self.store_dirs[store]
+
+    def store_root(self, store: str) -> Path | None:
+        """The project root of a shared or personal store (None for global or unknown)."""
+        if store not in self.store_roots:
+            self._load_store_dirs()
+        return self.store_roots.get(store)
 
     def files_reachable(self, store: str) -> bool:
         """Whether this store's files can be projected here: a shared store lives inside its

@@ -28,8 +28,7 @@ def frame(store: str) -> str:
 
 
 def store_root(app: Realmem, store: str) -> Path | None:
-    row = app.conn.execute("SELECT root FROM stores WHERE store=?", (store,)).fetchone()
-    return Path(row[0]) if row and row[0] else None
+    return app.store_root(store)
 
 
 def validate(caption: str, content: str) -> tuple[str, str]:
@@ -65,15 +64,20 @@ def place(app: Realmem, scope: str | None, raw_paths: list[str] | None) -> tuple
     return store, stored
 
 
-def absolute_paths(app: Realmem, m: Memory) -> list[str]:
-    root = store_root(app, m.store)
+def absolute(app: Realmem, store: str, stored: list[str]) -> list[str]:
+    """Paths in ``store``'s frame as absolute patterns (ones that cannot be expressed are skipped)."""
+    root = store_root(app, store)
     out = []
-    for p in m.paths:
+    for p in stored:
         try:
-            out.append(paths.to_absolute(p, kind=frame(m.store), root=root, home=user_home()))
+            out.append(paths.to_absolute(p, kind=frame(store), root=root, home=user_home()))
         except paths.PathError:
             continue
     return out
+
+
+def absolute_paths(app: Realmem, m: Memory) -> list[str]:
+    return absolute(app, m.store, m.paths)
 
 
 def add(app: Realmem, caption: str, content: str, *, store: str, stored_paths: list[str], source: str,

@@ -121,17 +121,6 @@ def _ref(m: Memory) -> str:
     return f"[{ids.short(m.id)}] {m.caption}"
 
 
-def _abs(app: Realmem, store: str, stored: list[str]) -> list[str]:
-    root = memories.store_root(app, store)
-    out = []
-    for p in stored:
-        try:
-            out.append(paths.to_absolute(p, kind=memories.frame(store), root=root, home=memories.user_home()))
-        except paths.PathError:
-            continue
-    return out
-
-
 def _union(a: list[str], b: list[str]) -> list[str]:
     """Path union; a store default ("." / "~") swallows everything else."""
     merged = list(dict.fromkeys([*a, *b]))
@@ -289,8 +278,8 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
             except RealmemError as exc:
                 trace["duplicate"]["widen_impossible"] = str(exc)
                 dup_frame = []
-            dup_abs = _abs(app, dup.store, dup.paths)
-            new = [p for p, a in zip(dup_frame, _abs(app, dup.store, dup_frame))
+            dup_abs = memories.absolute(app, dup.store, dup.paths)
+            new = [p for p, a in zip(dup_frame, memories.absolute(app, dup.store, dup_frame))
                    if not any(paths.matches(q, a) for q in dup_abs)]
             if new:
                 widened = _union(dup.paths, new)
@@ -358,8 +347,8 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
 
     # 5. Decision.
     by_short = {ids.short(m.id): m for m in shown}
-    targets = {s: gate.Target((m.store, m.id), m.store, _abs(app, m.store, m.paths)) for s, m in by_short.items()}
-    cand_abs = _abs(app, store, stored)
+    targets = {s: gate.Target((m.store, m.id), m.store, memories.absolute_paths(app, m)) for s, m in by_short.items()}
+    cand_abs = memories.absolute(app, store, stored)
     d = gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=cand_abs,
                     user_requested=cand.user_requested, limits=gate.thresholds(cfg), overlap=paths.overlap)
     trace["decision"] = {"action": d.action, "rule": d.rule, "target": list(d.target) if d.target else None,
