@@ -172,23 +172,33 @@ def urgency_question() -> Question:
                              "see the fact?", list(URGENCY_LEVELS))
 
 
+def pick_questions(neighbours: Sequence[Neighbour], instructions: dict[str, str], max_options: int
+                   ) -> tuple[dict[str, Question], dict[str, list[str]]]:
+    """covered_by / conflict_with / merge_with as choices among the neighbours' ids plus none,
+    each sharded to at most ``max_options`` options (``name``, ``name__1``, ...).  Returns
+    (questions, {pick name: [shard question names]}); nothing without neighbours."""
+    qs: dict[str, Question] = {}
+    shards: dict[str, list[str]] = {}
+    if not neighbours:
+        return qs, shards
+    options = {NONE: "none of the neighbours"}
+    for n in neighbours:
+        options[n.short] = n.caption[:160] or n.short
+    for name in PICKS:
+        names = []
+        for i, part in enumerate(shard_choice(options, max(2, int(max_options)), NONE)):
+            qname = name if i == 0 else f"{name}__{i}"
+            qs[qname] = Question("choice", instructions[name], part)
+            names.append(qname)
+        shards[name] = names
+    return qs, shards
+
+
 def questions(neighbours: Sequence[Neighbour], *, has_paths: bool, max_options: int
               ) -> tuple[dict[str, Question], dict[str, list[str]]]:
     """(questions by name, {base pick name: [shard names]})."""
-    qs: dict[str, Question] = {}
-    shards: dict[str, list[str]] = {}
+    qs, shards = pick_questions(neighbours, PICK_INSTRUCTIONS, max_options)
     if neighbours:
-        options = {NONE: "none of the neighbours"}
-        for n in neighbours:
-            options[n.short] = n.caption[:160] or n.short
-        for name in PICKS:
-            parts = shard_choice(options, max(2, int(max_options)), NONE)
-            names = []
-            for i, part in enumerate(parts):
-                qname = name if i == 0 else f"{name}__{i}"
-                qs[qname] = Question("choice", PICK_INSTRUCTIONS[name], part)
-                names.append(qname)
-            shards[name] = names
         qs["action"] = Question("choice", "What should happen to the candidate given its neighbours?",
                                 dict(ACTION_OPTIONS))
     qs["importance"] = Question("score", "How important is it that a coding agent knows the candidate fact?",

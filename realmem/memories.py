@@ -27,6 +27,21 @@ def frame(store: str) -> str:
     return paths.GLOBAL if store == GLOBAL else paths.PROJECT
 
 
+def default_path(store: str) -> str:
+    """What a memory without paths is about: the whole store ("~" everywhere, "." the project)."""
+    return "~" if store == GLOBAL else "."
+
+
+def union_paths(a: list[str], b: list[str], store: str) -> list[str]:
+    """Both path scopes in ``store``'s frame; the whole store absorbs everything."""
+    whole = default_path(store)
+    a = a or [whole]
+    b = b or [whole]
+    if whole in a or whole in b:
+        return [whole]
+    return list(dict.fromkeys([*a, *b]))
+
+
 def store_root(app: Realmem, store: str) -> Path | None:
     return app.store_root(store)
 
@@ -119,7 +134,7 @@ def edit_paths_from_input(app: Realmem, key: Key, raw_paths: list[str]) -> list[
             out.append(paths.to_store_frame(absolute, kind=kind, root=root, home=user_home()))
         except paths.PathError as exc:
             raise RealmemError(f"bad path {raw!r} for a {store_kind(key[0])} memory: {exc}") from None
-    return out or [("~" if kind == paths.GLOBAL else ".")]
+    return out or [default_path(key[0])]
 
 
 def forget(app: Realmem, keys: list[Key], *, reason: str = "forget") -> None:

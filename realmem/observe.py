@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from realmem import ids
+from realmem import ids, memories
 from realmem.events import types as ev
 from realmem.events.store import now_iso
 from realmem.projections import files
@@ -118,7 +118,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         if parsed.id is None:
             parsed_id = ids.new_id()  # a hand-written fact: adopt it with a fresh id
             now = now_iso()
-            text = files.render(id=parsed_id, caption=parsed.caption, paths=parsed.paths or _default_paths(store),
+            text = files.render(id=parsed_id, caption=parsed.caption, paths=parsed.paths or [memories.default_path(store)],
                                 created=parsed.created or now, updated=parsed.updated or now,
                                 content=parsed.content, previous=text)
             parsed = files.parse(text)
@@ -133,7 +133,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             new_stats[name] = stamp
             continue
         now = now_iso()
-        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or _default_paths(store),
+        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
         result, _, _ = scan_memory(parsed.caption, parsed.content)
         quarantine = None if result.ok else result.reason()
@@ -153,10 +153,6 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         if name not in handled and (name not in present or name in fine):
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     return events, new_stats
-
-
-def _default_paths(store: str) -> list[str]:
-    return ["~"] if store == "global" else ["."]
 
 
 def migrate_path_store(app: "Realmem", project: "Project") -> None:

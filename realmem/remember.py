@@ -121,15 +121,6 @@ def _ref(m: Memory) -> str:
     return f"[{ids.short(m.id)}] {m.caption}"
 
 
-def _union(a: list[str], b: list[str]) -> list[str]:
-    """Path union; a store default ("." / "~") swallows everything else."""
-    merged = list(dict.fromkeys([*a, *b]))
-    for default in (".", "~"):
-        if default in merged:
-            return [default]
-    return merged
-
-
 def _next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
     base = float(app.config["queue.baseBackoffSeconds"])
     cap = float(app.config["queue.maxBackoffSeconds"])
@@ -282,7 +273,7 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
             new = [p for p, a in zip(dup_frame, memories.absolute(app, dup.store, dup_frame))
                    if not any(paths.matches(q, a) for q in dup_abs)]
             if new:
-                widened = _union(dup.paths, new)
+                widened = memories.union_paths(dup.paths, new, dup.store)
                 trace["decision"] = {"action": "widen", "rule": "exact-duplicate-new-paths",
                                      "target": [dup.store, dup.id], "paths": widened}
                 return Plan("widen", "exact-duplicate-new-paths", dup.store, stored, (dup.store, dup.id),
@@ -365,7 +356,8 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
         with _timed(trace, "rewrite_s"):
             new_caption, new_content, used_fallback = rewrite(app, d.action, target, cand.caption, cand.content)
         plan.caption, plan.content = new_caption, new_content
-        plan.new_paths = _union(target.paths, stored) if judge.specific_paths(stored) else list(target.paths)
+        plan.new_paths = (memories.union_paths(target.paths, stored, target.store) if judge.specific_paths(stored)
+                          else list(target.paths))
         old_text = f"{target.caption}\n\n{target.content}\n"
         new_text = f"{new_caption}\n\n{new_content}\n"
         trace["rewrite"] = {
@@ -378,7 +370,7 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
     elif d.action == "widen":
         target = app.memory(d.target)  # type: ignore[arg-type]
         assert target is not None
-        plan.new_paths = _union(target.paths, stored)
+        plan.new_paths = memories.union_paths(target.paths, stored, target.store)
     return plan
 
 

@@ -45,13 +45,12 @@ from realmem.clients import (
     NoulAnswer,
     Question,
     ScoreAnswer,
-    shard_choice,
 )
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.jobs import tree as treemod
 from realmem.jobs.rewrite import chat_client, rewrite
-from realmem.project import GLOBAL, store_kind
+from realmem.project import store_kind
 from realmem.projections.state import Memory
 
 logger = structlog.get_logger("realmem.consolidate")
@@ -171,7 +170,7 @@ class _Plan:
         if fg is not None:
             self.order.remove(folded)
         g.caption, g.content = caption, content
-        g.paths = union_paths(g.paths, folded_paths, survivor[0])
+        g.paths = memories.union_paths(g.paths, folded_paths, survivor[0])
         g.used_delta += self.used.get(folded, 0) + (fg.used_delta if fg else 0)
         g.absorbed.append(folded)
         if fg is not None:
@@ -200,20 +199,6 @@ class _Plan:
         return [k for k in self.snapshot if k[0] in stores and k not in self.gone]
 
 
-def default_path(store: str) -> str:
-    return "~" if store == GLOBAL else "."
-
-
-def union_paths(a: list[str], b: list[str], store: str) -> list[str]:
-    """Both path scopes (same store, so the same frame); the whole store absorbs everything."""
-    whole = default_path(store)
-    a = a or [whole]
-    b = b or [whole]
-    if whole in a or whole in b:
-        return [whole]
-    return list(dict.fromkeys([*a, *b]))
-
-
 # --- pass 1: SemIf review -------------------------------------------------------------------------
 
 CHOICE_INSTRUCTIONS = {
@@ -224,24 +209,11 @@ CHOICE_INSTRUCTIONS = {
     "merge_with": "Which neighbour is about the same narrow subject as the memory under review, so the two "
                   "should be combined into one memory? Answer none if none should.",
 }
-PICKS = ("covered_by", "conflict_with", "merge_with")
 
 
 def review_questions(neighbours: list[judge.Neighbour], max_options: int
                      ) -> tuple[dict[str, Question], dict[str, list[str]]]:
-    qs: dict[str, Question] = {}
-    shards: dict[str, list[str]] = {}
-    if neighbours:
-        options = {judge.NONE: "none of the neighbours"}
-        for n in neighbours:
-            options[n.short] = n.caption[:160] or n.short
-        for name in PICKS:
-            names = []
-            for i, part in enumerate(shard_choice(options, max(2, int(max_options)), judge.NONE)):
-                qname = name if i == 0 else f"{name}__{i}"
-                qs[qname] = Question("choice", CHOICE_INSTRUCTIONS[name], part)
-                names.append(qname)
-            shards[name] = names
+    qs, shards = judge.pick_questions(neighbours, CHOICE_INSTRUCTIONS, max_options)
     qs["forget"] = Question("noul", "Should the memory under review be deleted because it is obsolete, transient "
                                     "(the status of a past task), speculative or trivial?")
     qs["importance"] = Question("score", "How important is it that a coding agent knows the memory under review?",
