@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -43,6 +43,7 @@ from realmem.clients import (
     shard_choice,
 )
 from realmem.config import Config
+from realmem.events.types import Key
 
 NONE = "none"
 PICKS = ("covered_by", "conflict_with", "merge_with")
@@ -92,15 +93,30 @@ def urgency_key_of(content: str, paths: Sequence[str]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def urgency_tier(score: float | None, cfg: Config) -> str:
-    """high / mid / low under the current pathNotes thresholds (None = not judged = mid)."""
+def tier(score: float | None, high: float, mid: float) -> str:
+    """How a path note is shown: full content (High), caption with id (Mid, or not judged
+    yet) or only counted (Low)."""
     if score is None:
-        return "mid"
-    if score >= float(cfg["pathNotes.high"]):
-        return "high"
-    if score >= float(cfg["pathNotes.mid"]):
-        return "mid"
-    return "low"
+        return "caption"
+    if score >= high:
+        return "full"
+    return "caption" if score >= mid else "count"
+
+
+def urgency_tier(score: float | None, cfg: Config) -> str:
+    """The same tier named by urgency level: high / mid / low under the current thresholds."""
+    shown = tier(score, float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"]))
+    return {"full": "high", "caption": "mid", "count": "low"}[shown]
+
+
+def urgency_scores(app: Any, items: Iterable[tuple[Key, str]]) -> dict[Key, float | None]:
+    """The urgency score of each (memory key, its current ``urgency_key``), or None when the
+    memory was never judged or was judged on other content or paths."""
+    out: dict[Key, float | None] = {}
+    for key, current in items:
+        row = app.conn.execute("SELECT valid_for, score FROM urgency WHERE store=? AND id=?", key).fetchone()
+        out[key] = row[1] if row and row[0] == current else None
+    return out
 
 
 TIER_SHOWN = {"high": "full content", "mid": "caption with id", "low": "only counted"}

@@ -6,10 +6,18 @@ from typing import Any
 
 from realmem import ids, recall
 from realmem.app import Realmem
-from realmem.pathnotes import WHOLE, tier, urgency_tiers
+from realmem.judge import tier, urgency_key, urgency_scores
+from realmem.pathnotes import WHOLE
 from realmem.project import store_kind
 
-GLYPHS = {"full": "●", "caption": "◐", "count": "○", None: "?"}
+GLYPHS = {"full": "●", "caption": "◐", "count": "○"}
+
+
+def glyph(score: float | None, specific: bool, high: float, mid: float) -> str:
+    """● full · ◐ caption · ○ count · ? not judged; blank for store-wide memories (no notes)."""
+    if not specific:
+        return " "
+    return GLYPHS[tier(score, high, mid)] if score is not None else "?"
 
 
 def items(app: Realmem, *, query: str | None = None, semantic: bool = False) -> list[dict[str, Any]]:
@@ -22,19 +30,20 @@ def items(app: Realmem, *, query: str | None = None, semantic: bool = False) -> 
             q = query.lower()
             mems = [m for m in mems if q in m.caption.lower() or q in m.content.lower()
                     or any(q in p.lower() for p in m.paths)]
-    scores = urgency_tiers(app, [(m.store, m.id) for m in mems])
+    scores = urgency_scores(app, [((m.store, m.id), urgency_key(m)) for m in mems])
     missing = {(s, i) for s, i in app.conn.execute("SELECT DISTINCT store, id FROM missing_paths")}
+    counts = {(s, i): (u, n) for s, i, u, n in app.conn.execute(
+        "SELECT store, id, used_count, path_inject_count FROM counters")}
     high, mid = float(app.config["pathNotes.high"]), float(app.config["pathNotes.mid"])
     out = []
     for m in mems:
         key = (m.store, m.id)
-        used, injected = app.counters(key)
-        specific = any(p not in WHOLE for p in m.paths)
+        used, injected = counts.get(key, (0, 0))
         score = scores[key]
         out.append({
             "id": ids.short(m.id), "caption": m.caption, "scope": store_kind(m.store), "paths": m.paths,
             "used_count": used, "path_inject_count": injected,
-            "urgency": score, "glyph": (GLYPHS[tier(score, high, mid)] if score is not None else "?") if specific else " ",
+            "urgency": score, "glyph": glyph(score, any(p not in WHOLE for p in m.paths), high, mid),
             "missing": key in missing, "quarantined": m.quarantined,
         })
     if not (query and semantic):
@@ -48,7 +57,6 @@ def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
     the current content and paths) and missing paths with their suggested new location."""
     import json
 
-    from realmem.judge import urgency_key
     from realmem.render import memory_json
     m = app.memory(key)
     if m is None:
@@ -68,7 +76,7 @@ def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
     else:
         data["urgency"] = None
     score = u[0] if u and data["urgency"]["current"] else None
-    data["glyph"] = (GLYPHS[tier(score, high, mid)] if score is not None else "?") if specific else " "
+    data["glyph"] = glyph(score, specific, high, mid)
     data["thresholds"] = {"high": high, "mid": mid}
     data["missing_paths"] = {p: s for p, s in app.conn.execute(
         "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}

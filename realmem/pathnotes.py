@@ -14,6 +14,7 @@ import attrs
 
 from realmem import ids, memories, paths
 from realmem.app import Realmem
+from realmem.judge import tier, urgency_key, urgency_scores
 from realmem.events import types as ev
 from realmem.events.types import Key
 
@@ -61,6 +62,7 @@ class Entry:
     content: str
     paths: list[str]
     store_paths: list[str]
+    urgency_key: str  # what a current urgency judgement must be valid for
 
 
 class NoteIndex:
@@ -86,7 +88,7 @@ class NoteIndex:
                 continue
             absolute = memories.absolute_paths(app, attrs.evolve(m, paths=specific))
             k = f"{m.store}\0{m.id}"
-            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific)
+            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m))
             self.patterns[k] = absolute
             for i, a in enumerate(absolute):
                 self.index.add(f"{k}\0{i}", a)
@@ -110,25 +112,6 @@ class Notes:
     touched: list[str]
 
 
-def urgency_tiers(app: Realmem, keys: list[Key]) -> dict[Key, float | None]:
-    """Current urgency score per memory, None when unjudged or judged on other content."""
-    from realmem.judge import urgency_key
-    out: dict[Key, float | None] = {}
-    for key in keys:
-        row = app.conn.execute("SELECT valid_for, score FROM urgency WHERE store=? AND id=?", key).fetchone()
-        m = app.memory(key)
-        out[key] = row[1] if row and m is not None and row[0] == urgency_key(m) else None
-    return out
-
-
-def tier(score: float | None, high: float, mid: float) -> str:
-    if score is None:
-        return "caption"
-    if score >= high:
-        return "full"
-    return "caption" if score >= mid else "count"
-
-
 def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_input: Any, shown: Iterable[str],
                record: bool = True) -> Notes:
     touched = touched_paths(tool_name, tool_input, cwd=app.cwd, home=memories.user_home())
@@ -146,7 +129,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     store_rank = {s: i for i, s in enumerate(app.visible_stores())}
     cand.sort(key=lambda ks: (-ks[1], -used[ks[0]], store_rank.get(note_index.entries[ks[0]].key[0], 9), ks[0]))
     entries = [note_index.entries[k] for k, _ in cand]
-    scores = urgency_tiers(app, [e.key for e in entries])
+    scores = urgency_scores(app, [(e.key, e.urgency_key) for e in entries])
     cfg = app.config
     max_full, max_caps, budget = int(cfg["pathNotes.maxFull"]), int(cfg["pathNotes.maxCaptions"]), int(cfg["pathNotes.charBudget"])
     full: list[Entry] = []
