@@ -38,17 +38,13 @@ def stale(app) -> list[Memory]:  # type: ignore[no-untyped-def]
 def judge_one(app, m: Memory, *, source: str = "background") -> bool:  # type: ignore[no-untyped-def]
     """Judge one memory and record it; False if it changed meanwhile (skipped)."""
     answer = judge_urgency(app.config, m.caption, m.content, m.paths)
-    from realmem.observe import scan_stores
-    with app.lock.hold(app.config["gate.lockWaitSeconds"]):
-        # A hand edit not yet observed must be recorded first, or this event's file step
-        # would write the stale text back over it.
-        if m.store in app.store_dirs or app._has_store(m.store):
-            scan_stores(app, [m.store])
-        now = app.memory((m.store, m.id))
-        if now is None or urgency_key(now) != urgency_key(m):
-            return False
-        app.emit([ev.UrgencyJudged(m.store, m.id, urgency_key(m), answer.score, dict(answer.probabilities),
-                                   answer.confidence, source, {"path_urgency": dict(answer.raw)})])
+    # The judgement records the content+paths key it is valid for, so a memory edited
+    # meanwhile (here or by hand, seen by a later scan) is simply judged again.
+    now = app.memory((m.store, m.id))
+    if now is None or urgency_key(now) != urgency_key(m):
+        return False
+    app.emit([ev.UrgencyJudged(m.store, m.id, urgency_key(m), answer.score, dict(answer.probabilities),
+                               answer.confidence, source, {"path_urgency": dict(answer.raw)})])
     return True
 
 
