@@ -210,10 +210,9 @@ class Server:
                 errors.append(str(exc))
         if keys:
             memories.forget(app, keys)
-        text = "\n".join([f"Forgot {len(keys)} memor{'y' if len(keys) == 1 else 'ies'}: "
-                          + ", ".join(ids.short(k[1]) for k in keys)] if keys else [] + errors) or "Nothing forgotten."
-        if keys and errors:
-            text += "\n" + "\n".join(errors)
+        done = [f"Forgot {len(keys)} memor{'y' if len(keys) == 1 else 'ies'}: "
+                + ", ".join(ids.short(k[1]) for k in keys)] if keys else []
+        text = "\n".join(done + errors) or "Nothing forgotten."
         return {"text": text, "details": {"forgotten": [ids.short(k[1]) for k in keys], "errors": errors}}
 
     def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
