@@ -345,9 +345,12 @@ class Realmem:
         return store in self.store_dirs
 
     def _last_file_name(self, key: Key) -> str | None:
-        for env in reversed(log.for_memory(self.conn, key[1])):
-            fields = getattr(env.event, "fields", None)
-            if fields is not None and env.event.store_id in (key[0], getattr(env.event, "to_store", None)):
+        """The file name this memory last had in this store: the latest event that wrote its
+        fields into ``key[0]`` (a move out of the store wrote them into the other store)."""
+        for env in reversed(log.own(self.conn, key[1])):
+            e = env.event
+            fields = getattr(e, "fields", None)
+            if fields is not None and (getattr(e, "to_store", None) or e.store_id) == key[0]:
                 return fields.file
         return None
 

@@ -215,6 +215,23 @@ def test_catch_up_files_keeps_a_hand_made_file_that_reuses_a_forgotten_name(home
         assert replay.check(app).differences == []
 
 
+def test_catch_up_files_removes_a_moved_memorys_file_from_the_store_it_left(home: Path, repo: Path) -> None:
+    with Realmem.open(home, repo) as app:
+        add(app, "Run the linter", "personal copy", "personal")  # takes the name in personal
+        m = add(app, "Run the linter", "ruff check .", "shared")
+        seq = app.projection_seq("files")
+        moved = memories.move(app, (m.store, m.id), app.project.personal_store)
+        assert moved.file != m.file  # the destination name had to differ
+        src = app.store_dir(m.store) / m.file
+    src.write_text(m.text, encoding="utf-8")  # crash before the move's file step
+    set_files_seq(home, seq)
+    with Realmem.open(home, repo) as app:
+        assert not src.exists()
+        assert app.memory((m.store, m.id)) is None  # not observed back into the shared store
+        assert app.memory((moved.store, moved.id)) is not None
+        assert replay.check(app).differences == []
+
+
 def test_tables_lagging_the_log_are_caught_up_on_open(home: Path, repo: Path) -> None:
     """An event appended without its table step (e.g. by an older version) is applied when a
     process opens the store, before anything reads the tables."""

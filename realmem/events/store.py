@@ -61,6 +61,12 @@ def for_memory(conn: apsw.Connection, memory_id: str) -> list[Envelope]:
     return [_envelope(r) for r in rows]
 
 
+def own(conn: apsw.Connection, memory_id: str) -> list[Envelope]:
+    """Only the events that name this memory as theirs (uses the memory_id index)."""
+    rows = conn.execute(f"SELECT {_COLS} FROM events WHERE memory_id = ? ORDER BY seq", (memory_id,))
+    return [_envelope(r) for r in rows]
+
+
 def get(conn: apsw.Connection, seq: int) -> Envelope | None:
     row = conn.execute(f"SELECT {_COLS} FROM events WHERE seq = ?", (seq,)).fetchone()
     return _envelope(row) if row else None
