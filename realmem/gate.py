@@ -7,10 +7,14 @@ details)``.  No I/O: every rule is testable with plain values.
 Rules, in order:
 
 1. ``unsafe``: P(unsafe) >= gate.unsafe rejects the candidate.
-2. ``covered-by``: a confident covered_by reinforces that neighbour.  If the neighbour lives
-   in another store than the candidate's, the candidate is added there instead
-   (``scope-differs``); if its paths are disjoint from the candidate's, the neighbour's paths
-   are widened (``covered-by-disjoint-paths``).
+2. ``covered-by``: a confident covered_by reinforces that neighbour; reinforcing never edits
+   it, so this holds across stores too, when the neighbour reaches everyone the candidate
+   would (``covered-by-other-store``: a personal fact covered by a shared or global one).  A
+   neighbour that reaches fewer readers (a shared fact covered by a personal one: teammates
+   would never see it) leaves the candidate to be added (``covered-elsewhere``).  If the
+   neighbour's paths are disjoint from the candidate's, its paths are widened in its own store
+   (``covered-by-disjoint-paths``); across stores that would edit it, so the candidate is
+   added instead.
 3. ``conflict-with``: a confident conflict_with edits that neighbour, whatever the judge's
    action (Edit takes precedence over Add).
 4. ``merge-with``: the judge's action Merge with a confident merge_with merges; Merge without
@@ -31,6 +35,7 @@ import attrs
 from realmem.clients import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
 from realmem.config import Config
 from realmem.events.types import Key
+from realmem.project import store_kind
 
 NONE = "none"
 THRESHOLD_KEYS = ("coveredBy", "conflictWith", "mergeWith", "importance", "durable", "unsafe")
@@ -51,6 +56,12 @@ class Decision:
     target: Key | None
     rule: str
     details: dict[str, Any]
+
+
+def reaches(target_store: str, cand_store: str) -> bool:
+    """Whether a memory in ``target_store`` is seen by everyone a memory in ``cand_store`` would
+    be: the same store, or a candidate that is personal (only this user, in this project)."""
+    return target_store == cand_store or store_kind(cand_store) == "personal"
 
 
 def thresholds(cfg: Config) -> dict[str, float]:
@@ -114,12 +125,21 @@ def decide(answers: Mapping[str, Answer], *, neighbours: Mapping[str, Target], c
     if cov_ok and covered is not None:
         target = neighbours[covered]
         steps.append(f"covered_by {covered} p={p_cov:.2f} >= {t['coveredBy']}")
-        if target.store != cand_store:
-            steps.append(f"target store {target.store} != candidate store {cand_store}")
-            return _gated_add(details, t, user_requested, "scope-differs")
+        if not reaches(target.store, cand_store):
+            steps.append(f"the covering memory is in {target.store}, which does not reach everyone a memory in "
+                         f"{cand_store} would: Add")
+            return _gated_add(details, t, user_requested, "covered-elsewhere")
         if disjoint(target):
+            if target.store != cand_store:
+                steps.append(f"target paths do not overlap the candidate's, and widening them would edit a "
+                             f"memory in {target.store}: Add")
+                return _gated_add(details, t, user_requested, "scope-differs")
             steps.append("target paths do not overlap the candidate's: widen them")
             return Decision("widen", target.key, "covered-by-disjoint-paths", details)
+        if target.store != cand_store:
+            steps.append(f"the covering memory is in {target.store}, not the candidate's {cand_store}: reinforce it "
+                         "(reinforcing does not edit it), no copy is added")
+            return Decision("reinforce", target.key, "covered-by-other-store", details)
         return Decision("reinforce", target.key, "covered-by", details)
 
     chosen: tuple[str, str, str] | None = None  # (action, id, rule)

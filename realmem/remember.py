@@ -459,8 +459,14 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], w
         assert plan.target is not None
         app.emit([ev.Reinforced(plan.target[0], plan.target[1], seq), *done])
         m = app.memory(plan.target)
-        return Outcome("reinforce", m, f"Already known: {_ref(m)} (reinforced)." if m else "Already known.",
-                       warnings, trace)
+        if m is None:
+            text = "Already known."
+        elif m.store != plan.store:  # covered by a memory in a wider store: no copy in the candidate's
+            text = (f"Already known: {_ref(m)} ({_scope_label(m.store)}; reinforced, no "
+                    f"{_scope_label(plan.store)} copy added).")
+        else:
+            text = f"Already known: {_ref(m)} (reinforced)."
+        return Outcome("reinforce", m, text, warnings, trace)
 
     if plan.action == "add":
         mem_id = ids.new_id()

@@ -79,10 +79,46 @@ def test_confident_merge_with_without_merge_action_adds():
 
 def test_scope_differs_from_target_store_adds():
     for ans in (answers(conflict_with=choice("O", 0.9)),
-                answers(action=ChoiceAnswer("merge", {"merge": 0.9}), merge_with=choice("O", 0.9)),
-                answers(covered_by=choice("O", 0.9))):
+                answers(action=ChoiceAnswer("merge", {"merge": 0.9}), merge_with=choice("O", 0.9))):
         d = decide(ans)
         assert (d.action, d.rule) == ("add", "scope-differs")
+
+
+SHARED = gate.Target(("shared:/r", "id-s"), "shared:/r", ["/r"])
+PERSONAL = gate.Target(("personal:git-abc", "id-p"), "personal:git-abc", ["/r"])
+GLOBAL = gate.Target(("global", "id-g"), "global", ["/home/u"])
+SCOPED = {"S": SHARED, "P": PERSONAL, "G": GLOBAL}
+
+
+def covered(pick: str, cand_store: str, cand=("/r/src",)):  # type: ignore[no-untyped-def]
+    probs = {k: (0.9 if k == pick else 0.025) for k in ("none", *SCOPED)}
+    return gate.decide(answers(covered_by=ChoiceAnswer(pick, probs, None)), neighbours=SCOPED, cand_store=cand_store,
+                       cand_abs_paths=list(cand), user_requested=False, limits=LIMITS, overlap=paths.overlap)
+
+
+def test_covered_by_a_memory_in_a_wider_store_reinforces_it_instead_of_adding_a_copy():
+    # Reinforcing never edits the target, so the scope rule (about Edit) does not apply.
+    d = covered("S", PERSONAL.store)
+    assert (d.action, d.target, d.rule) == ("reinforce", SHARED.key, "covered-by-other-store")
+    assert any("reinforce it" in s and "shared:/r" in s for s in d.details["steps"])
+    d = covered("G", PERSONAL.store, cand=())
+    assert (d.action, d.target, d.rule) == ("reinforce", GLOBAL.key, "covered-by-other-store")
+
+
+def test_covered_by_a_memory_fewer_readers_see_adds():
+    # A personal note does not reach teammates; a project fact does not reach other projects.
+    assert (covered("P", SHARED.store).action, covered("P", SHARED.store).rule) == ("add", "covered-elsewhere")
+    assert covered("S", "global", cand=()).rule == "covered-elsewhere"
+    assert covered("G", SHARED.store, cand=()).rule == "covered-elsewhere"
+
+
+def test_covered_across_stores_with_disjoint_paths_adds_rather_than_widening_the_other_store():
+    narrow = {**SCOPED, "S": gate.Target(SHARED.key, SHARED.store, ["/r/packages/a"])}
+    probs = {k: (0.9 if k == "S" else 0.025) for k in ("none", *narrow)}
+    d = gate.decide(answers(covered_by=ChoiceAnswer("S", probs, None)), neighbours=narrow,
+                    cand_store=PERSONAL.store, cand_abs_paths=["/r/packages/b"], user_requested=False,
+                    limits=LIMITS, overlap=paths.overlap)
+    assert (d.action, d.rule) == ("add", "scope-differs")
 
 
 def test_disjoint_paths_turn_edit_and_merge_into_add():

@@ -161,6 +161,33 @@ def test_target_in_another_store_means_add(app: Realmem, servers):
     assert out.trace["decision"]["rule"] == "scope-differs"
 
 
+def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem, servers):
+    s1, _, _ = servers
+    shared = remember(app, *JEST, scope="shared").memory
+    s1.script({**confident(covered_by=sid(shared)), "action": {"choice": "reinforce", "p": 0.9}})
+    out = remember(app, "Jest runs the unit tests", "The unit tests run on jest via `pnpm test`.", scope="personal")
+    assert out.action == "reinforce" and out.memory.id == shared.id
+    assert out.trace["decision"]["rule"] == "covered-by-other-store"
+    assert any("reinforce it" in step for step in out.trace["decision"]["steps"])
+    assert out.text == f"Already known: [{sid(shared)}] {JEST[0]} (shared; reinforced, no personal copy added)."
+    assert app.counters((shared.store, shared.id))[0] == 1
+    assert app.memories([app.project.personal_store]) == []
+    assert len(md_files(app)) == 1
+    decided = of_type(app, ev.Decided)[-1]
+    assert (decided.action, decided.rule, decided.target) == ("reinforce", "covered-by-other-store",
+                                                              [shared.store, shared.id])
+
+
+def test_shared_candidate_covered_by_a_personal_note_is_added_for_the_team(app: Realmem, servers):
+    s1, _, _ = servers
+    personal = remember(app, *JEST, scope="personal").memory
+    s1.script({**confident(covered_by=sid(personal)), "action": {"choice": "reinforce", "p": 0.9}})
+    out = remember(app, "Jest runs the unit tests", "The unit tests run on jest via `pnpm test`.", scope="shared")
+    assert out.action == "add" and out.memory.store == app.project.shared_store
+    assert out.trace["decision"]["rule"] == "covered-elsewhere"
+    assert app.counters((personal.store, personal.id))[0] == 0
+
+
 def test_explicit_scope_wins_over_the_judge(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"scope": {"choice": "global", "p": 0.95}})
