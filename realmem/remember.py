@@ -354,14 +354,15 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
         target = app.memory(d.target)  # type: ignore[arg-type]
         assert target is not None
         with _timed(trace, "rewrite_s"):
-            new_caption, new_content, used_fallback = rewrite(app, d.action, target, cand.caption, cand.content)
+            rewritten = rewrite(app, d.action, target, cand.caption, cand.content)
+        new_caption, new_content = rewritten.caption, rewritten.content
         plan.caption, plan.content = new_caption, new_content
         plan.new_paths = (memories.union_paths(target.paths, stored, target.store) if judge.specific_paths(stored)
                           else list(target.paths))
         old_text = f"{target.caption}\n\n{target.content}\n"
         new_text = f"{new_caption}\n\n{new_content}\n"
         trace["rewrite"] = {
-            "mode": d.action, "used_fallback": used_fallback,
+            "mode": d.action, "used_fallback": rewritten.used_fallback, "fallback_reason": rewritten.fallback,
             "old": {"caption": target.caption, "content": target.content, "paths": target.paths},
             "new": {"caption": new_caption, "content": new_content, "paths": plan.new_paths},
             "diff": "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
@@ -679,7 +680,8 @@ def render_trace(outcome: Outcome) -> str:
         out.append(f"Path urgency: {u['score']:.2f} -> {u['tier']} ({probs}{conf}); would show: {u['would_store']}")
     r = t.get("rewrite")
     if r:
-        out.append(f"Rewrite ({r['mode']}{', deterministic fallback' if r['used_fallback'] else ''}):")
+        why = f" ({r['fallback_reason']})" if r.get("fallback_reason") else ""
+        out.append(f"Rewrite ({r['mode']}{', deterministic fallback' + why if r['used_fallback'] else ''}):")
         out.extend("  " + line for line in (r.get("diff") or "(no change)").splitlines())
     if t.get("replanned"):
         out.append("Note: the stores changed while judging; the decision was made again under the write lock.")

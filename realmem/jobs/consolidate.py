@@ -49,6 +49,7 @@ from realmem.clients import (
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.jobs import tree as treemod
+from realmem.jobs import rewrite as rw
 from realmem.jobs.rewrite import chat_client, rewrite
 from realmem.project import store_kind
 from realmem.projections.state import Memory
@@ -57,7 +58,7 @@ logger = structlog.get_logger("realmem.consolidate")
 
 Progress = Callable[[int, int, str], None]
 
-KINDS = ("forgotten", "covered", "superseded", "merged", "revised", "paths", "skipped")
+KINDS = ("forgotten", "covered", "superseded", "merged", "revised", "paths", "refused", "skipped")
 HEADINGS = {
     "forgotten": "Forgotten (obsolete, transient, speculative, trivial or unimportant)",
     "covered": "Covered (dropped into a memory that already says it)",
@@ -65,6 +66,7 @@ HEADINGS = {
     "merged": "Merged",
     "revised": "Revised (clearer and shorter)",
     "paths": "Paths revised",
+    "refused": "Not revised (the rewrite was refused; the memory is unchanged)",
     "skipped": "Skipped (edited while consolidation ran, or could not be judged)",
 }
 REASONS = {"covered": "consolidate-covered", "superseded": "consolidate-supersede", "merged": "consolidate-merge",
@@ -75,7 +77,7 @@ PATH_CONTENT_CHARS = 600  # content shown per memory in a path-revision batch
 
 @attrs.define
 class Change:
-    kind: str  # forgotten | covered | superseded | merged | revised | paths | skipped
+    kind: str  # forgotten | covered | superseded | merged | revised | paths | refused | skipped
     id: str    # ids.short of the memory the change is about (for folds: the one that disappeared)
     caption: str
     other: str | None = None  # for folds: the surviving memory
@@ -126,7 +128,8 @@ class _Plan:
         self.forgets: list[tuple[Key, ev.Decided, Change]] = []
         self.gone: set[Key] = set()     # forgotten or folded in this plan
         self.touched: set[Key] = set()  # gone or changed: not reviewed again
-        self.skipped: list[Change] = []
+        self.skipped: list[Change] = []  # reported, nothing written: skipped or refused
+        self.notes: list[str] = []
 
     # views of the planned state
     def caption(self, key: Key) -> str:
@@ -340,36 +343,58 @@ def review(app: Realmem, plan: _Plan, jd: _Judge, key: Key) -> None:
         other, p = conflict
         om = plan.snapshot[other]
         older, newer = (key, other) if _older(m, om) else (other, key)
-        caption, content, fb = rewrite(app, "supersede", plan.view(older), plan.caption(newer), plan.content(newer))
-        if _valid(caption, content):
+        r = rewrite(app, "supersede", plan.view(older), plan.caption(newer), plan.content(newer))
+        if _valid(r.caption, r.content):
             rule = f"conflict_with {ids.short(other[1])} p {p:.2f} >= {thresholds['conflictWith']}"
-            trace = {**trace, "older": ids.short(older[1]), "newer": ids.short(newer[1]), "fallback": fb}
+            trace = {**trace, "older": ids.short(older[1]), "newer": ids.short(newer[1]), "fallback": r.fallback}
             detail = (f"contradicted “{plan.caption(older)}”; the older memory {ids.short(older[1])} now holds the "
-                      f"newer facts" + (" (deterministic fallback)" if fb else ""))
+                      f"newer facts" + (" (deterministic fallback)" if r.used_fallback else ""))
             change = Change("superseded", ids.short(newer[1]), plan.caption(newer), ids.short(older[1]), detail)
-            plan.fold(older, newer, caption, content, _decided(app, m, "supersede", rule, older, trace), change)
+            plan.fold(older, newer, r.caption, r.content, _decided(app, m, "supersede", rule, older, trace), change)
             return
 
     merge = pick("merge_with", "mergeWith")
     if merge is not None:
         other, p = merge
-        caption, content, fb = rewrite(app, "merge", plan.view(other), m.caption, m.content)
-        if _valid(caption, content):
+        r = rewrite(app, "merge", plan.view(other), m.caption, m.content)
+        if _valid(r.caption, r.content):
             rule = f"merge_with {ids.short(other[1])} p {p:.2f} >= {thresholds['mergeWith']}"
-            detail = f"merged into “{caption}”" + (" (deterministic fallback)" if fb else "")
-            plan.fold(other, key, caption, content, _decided(app, m, "merge", rule, other, {**trace, "fallback": fb}),
+            detail = f"merged into “{r.caption}”" + (" (deterministic fallback)" if r.used_fallback else "")
+            plan.fold(other, key, r.caption, r.content,
+                      _decided(app, m, "merge", rule, other, {**trace, "fallback": r.fallback}),
                       Change("merged", me, m.caption, ids.short(other[1]), detail))
             return
 
     p_revise = _noul(answers.get("revise"))
     if p_revise >= float(thresholds["revise"]):
-        caption, content, fb = rewrite(app, "revise", plan.view(key), m.caption, m.content)
-        if not fb and _valid(caption, content) and (caption, content) != (m.caption, m.content):
-            rule = f"P(revise) {p_revise:.2f} >= {thresholds['revise']}"
-            detail = (f"{len(m.content)} -> {len(content)} characters"
-                      + (f"; caption now “{caption}”" if caption != m.caption else ""))
-            plan.revise(key, caption, content, _decided(app, m, "revise", rule, key, trace),
-                        Change("revised", me, m.caption, None, detail))
+        _revise(app, plan, m, p_revise, thresholds["revise"], trace)
+
+
+def _revise(app: Realmem, plan: _Plan, m: Memory, p_revise: float, threshold: Any, trace: dict[str, Any]) -> None:
+    """Rewrite one memory clearer and shorter; a rewrite that is not shorter, or that the
+    safety scan refused, is reported and nothing is written."""
+    key, me = (m.store, m.id), ids.short(m.id)
+    r = rewrite(app, "revise", plan.view(key), m.caption, m.content)
+    if r.fallback == rw.UNSAFE:
+        plan.skipped.append(Change("refused", me, m.caption, None, "revision refused: failed the safety scan"))
+        return
+    if r.fallback == rw.NO_ENDPOINT:
+        plan.notes.append("revisions skipped: no Edit/Merge model (set rewriter.url, or run it inside Pi)")
+        return
+    if r.used_fallback:
+        plan.skipped.append(Change("skipped", me, m.caption, None, f"not revised: {r.fallback}"))
+        return
+    if not _valid(r.caption, r.content) or (r.caption, r.content) == (m.caption, m.content):
+        return
+    before, after = len(m.caption) + len(m.content), len(r.caption) + len(r.content)
+    if after >= before:  # revise means clearer AND shorter
+        plan.skipped.append(Change("refused", me, m.caption, None,
+                                   f"revision refused: not shorter ({before} -> {after} characters)"))
+        return
+    rule = f"P(revise) {p_revise:.2f} >= {threshold}"
+    detail = f"{before} -> {after} characters" + (f"; caption now “{r.caption}”" if r.caption != m.caption else "")
+    plan.revise(key, r.caption, r.content, _decided(app, m, "revise", rule, key, trace),
+                Change("revised", me, m.caption, None, detail))
 
 
 def _noul(a: Answer | None) -> float:
@@ -574,7 +599,7 @@ def consolidate(app: Realmem, *, stores: list[str] | None = None, revise_paths: 
     if progress is not None:  # the last chance to cancel: nothing has been written yet
         progress(total, total, f"applying {len(plan.forgets) + len(plan.groups)} changes")
     changes = apply(app, plan)
-    return Report(changes, reviewed, store_ids, notes=notes)
+    return Report(changes, reviewed, store_ids, notes=list(dict.fromkeys([*plan.notes, *notes])))
 
 
 def _stale(app: Realmem, plan: _Plan, keys: list[Key]) -> list[Key]:
@@ -630,7 +655,7 @@ def render_report(report: Report) -> str:
     scopes = ", ".join(dict.fromkeys(store_kind(s) for s in report.stores)) or "no stores"
     if report.cancelled:
         return f"Consolidation cancelled ({scopes}); nothing was written."
-    written = [c for c in report.changes if c.kind != "skipped"]
+    written = [c for c in report.changes if c.kind not in ("skipped", "refused")]
     lines = [f"Consolidation reviewed {report.reviewed} memor{'y' if report.reviewed == 1 else 'ies'} "
              f"({scopes}): {len(written)} change{'' if len(written) == 1 else 's'}."]
     if not report.changes:

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import structlog
 
 from realmem import safety
@@ -48,6 +49,23 @@ INSTRUCTIONS = {
 
 MAX_CAPTION = 200
 MAX_CONTENT = 8000
+
+# Why the deterministic fallback was used (Rewritten.fallback).
+NO_ENDPOINT = "no rewriter endpoint"
+UNREACHABLE = "the rewriter did not answer"
+INVALID = "the rewriter's answer was not a usable caption and content"
+UNSAFE = "the rewrite failed the safety scan"
+
+
+@attrs.frozen
+class Rewritten:
+    caption: str
+    content: str
+    fallback: str | None = None  # why the deterministic fallback replaced the model's text; None: it did not
+
+    @property
+    def used_fallback(self) -> bool:
+        return self.fallback is not None
 
 
 def bridge(home: Path) -> tuple[str, str] | None:
@@ -104,34 +122,36 @@ def chat_client(app: "Realmem") -> ChatClient:
     return ChatClient.from_config(app.config, bridge(app.home))
 
 
-def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_content: str
-            ) -> tuple[str, str, bool]:
-    """(caption, content, used_fallback) for ``target`` rewritten with the new fact."""
+def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_content: str) -> Rewritten:
+    """``target`` rewritten with the new fact, or the deterministic fallback and the reason."""
     if mode not in MODES:
         raise ValueError(f"unknown rewrite mode {mode!r}")
-    fb = fallback(mode, target.caption, target.content, new_caption, new_content)
+
+    def fall_back(reason: str) -> Rewritten:
+        return Rewritten(*fallback(mode, target.caption, target.content, new_caption, new_content), fallback=reason)
+
     client = chat_client(app)
     if not client.configured:
-        log.info("rewrite.fallback", mode=mode, reason="no rewriter endpoint")
-        return fb[0], fb[1], True
+        log.info("rewrite.fallback", mode=mode, reason=NO_ENDPOINT)
+        return fall_back(NO_ENDPOINT)
     try:
         reply = client.complete_json(_prompt(mode, target, new_caption, new_content))
     except (EndpointUnavailable, EndpointError) as exc:
         log.warning("rewrite.fallback", mode=mode, reason=type(exc).__name__)
-        return fb[0], fb[1], True
+        return fall_back(f"{UNREACHABLE} ({exc})")
     finally:
         client.close()
     caption, content = reply.get("caption"), reply.get("content")
     if not isinstance(caption, str) or not isinstance(content, str):
         log.warning("rewrite.fallback", mode=mode, reason="invalid output")
-        return fb[0], fb[1], True
+        return fall_back(INVALID)
     caption, content = " ".join(caption.split()), content.strip()
     if not caption or not content or len(caption) > MAX_CAPTION or len(content) > MAX_CONTENT:
         log.warning("rewrite.fallback", mode=mode, reason="empty or oversized output")
-        return fb[0], fb[1], True
+        return fall_back(INVALID)
     result, _, _ = safety.scan_memory(caption, content, redact=False)
     if not result.ok:
         log.warning("rewrite.fallback", mode=mode, reason="rewrite failed the safety scan",
                     kinds=[f.kind for f in result.findings])
-        return fb[0], fb[1], True
-    return caption, content, False
+        return fall_back(UNSAFE)
+    return Rewritten(caption, content)
