@@ -255,11 +255,13 @@ class Realmem:
             old, new = before.memories.get(key), after.memories.get(key)
             if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
                 continue  # unchanged: never rewrite a file someone may have edited since the last scan
-            if old is not None and (new is None or new.file != old.file):
-                self._delete_file(old.store, old.file, old.id)
             if new is not None:
                 files.write(self.store_dir(new.store), new.file, new.text)
                 self.record_stat(new.store, new.file)
+            # A rename (new caption) or move: the new file exists before the old one goes, so a
+            # crash in between leaves the memory readable (catch-up removes the old name).
+            if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
+                self._delete_file(old.store, old.file, old.id)
 
     def record_stat(self, store: str, name: str) -> None:
         """Remember the file's size and mtime so a scan need not re-read what we wrote."""
@@ -276,15 +278,18 @@ class Realmem:
     def _delete_file(self, store: str, name: str, mem_id: str) -> bool:
         """Remove a memory's file, but only if it still holds that memory (a hand-made file
         reusing the name must survive).  True if a file was removed."""
-        path = self.store_dir(store) / name
+        if not self.holds(store, name, mem_id):
+            return False
+        files.delete(self.store_dir(store), name)
+        self.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
+        return True
+
+    def holds(self, store: str, name: str, mem_id: str) -> bool:
+        """Whether the file ``name`` in ``store`` is a fact file of this memory."""
         try:
-            parsed = files.parse(path.read_text(encoding="utf-8"))
+            return files.parse((self.store_dir(store) / name).read_text(encoding="utf-8")).id == mem_id
         except (OSError, UnicodeDecodeError, files.FactFileError):
             return False
-        if parsed.id != mem_id:
-            return False
-        files.delete(path.parent, name)
-        return True
 
     def _set_state(self, name: str, seq: int) -> None:
         self.conn.execute(
@@ -332,6 +337,9 @@ class Realmem:
                     continue
                 if mem is not None:
                     files.write(self.store_dir(key[0]), mem.file, mem.text)
+                    for name in self._file_names(key):  # a rename the crash interrupted
+                        if name != mem.file:
+                            self._delete_file(key[0], name, key[1])
                 else:
                     name = self._last_file_name(key)
                     if name:
@@ -347,12 +355,18 @@ class Realmem:
     def _last_file_name(self, key: Key) -> str | None:
         """The file name this memory last had in this store: the latest event that wrote its
         fields into ``key[0]`` (a move out of the store wrote them into the other store)."""
-        for env in reversed(log.own(self.conn, key[1])):
+        names = self._file_names(key)
+        return names[-1] if names else None
+
+    def _file_names(self, key: Key) -> list[str]:
+        """Every file name this memory had in ``key[0]``, oldest first (renames and moves)."""
+        out = []
+        for env in log.own(self.conn, key[1]):
             e = env.event
             fields = getattr(e, "fields", None)
             if fields is not None and (getattr(e, "to_store", None) or e.store_id) == key[0]:
-                return fields.file
-        return None
+                out.append(fields.file)
+        return out
 
     # --- building write events -----------------------------------------------------------
 
@@ -370,8 +384,9 @@ class Realmem:
         content = content.strip("\n")
         created = created or (previous.created if previous else now)
         if file is None:
-            file = previous.file if previous is not None and previous.store == store else \
-                files.file_name(caption, mem_id, self.taken_names(store, exclude=mem_id))
+            keep = previous is not None and previous.store == store and \
+                not files.renamed(previous.file, mem_id, previous.caption, caption)
+            file = previous.file if keep else files.file_name(caption, mem_id, self.taken_names(store, exclude=mem_id))
         text = files.render(id=mem_id, caption=caption, paths=paths, created=created, updated=now, content=content,
                             previous=previous.text if previous is not None else None)
         return ev.Fields(caption, content, list(paths), created, now, file, text)

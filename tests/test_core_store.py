@@ -237,10 +237,86 @@ def test_file_names_are_readable_and_unique(home: Path, repo: Path) -> None:
         assert a.file == "deploy-with-make-deploy.md"
         for n in names:
             assert re.fullmatch(r"deploy-with-make-deploy(-[a-z0-9-]{8})?\.md", n), n
-        # an edit keeps the file name even when the caption changes
-        e = memories.edit(app, (a.store, a.id), caption="Deploy via CI only")
+        # an edit that keeps the caption's slug keeps the file name
+        e = memories.edit(app, (a.store, a.id), caption="Deploy with make deploy", content="one more")
         assert e.file == a.file
         assert sorted(p.name for p in app.store_dir(a.store).glob("*.md")) == sorted(names)
+
+
+def test_a_new_caption_renames_the_file_and_git_sees_a_rename(home: Path, repo: Path, git) -> None:  # type: ignore[no-untyped-def]
+    content = ("Run the whole suite from the repository root before pushing.\n"
+               "It needs Docker running for the database tests.\n"
+               "It takes about two minutes; CI runs the same command on every push.\n"
+               "Command: make test")
+    with open_app(home, repo) as app:
+        m = add(app, "Run tests with make test", content, "shared")
+        assert m.file == "run-tests-with-make-test.md"
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "memory")
+        e = memories.edit(app, (m.store, m.id), caption="Run tests with npm test",
+                          content=content.replace("make test", "npm test"))
+        assert e.file == "run-tests-with-npm-test.md"
+        assert sorted(p.name for p in app.store_dir(m.store).glob("*.md")) == ["run-tests-with-npm-test.md"]
+        assert file_of(app, e).read_text(encoding="utf-8") == e.text
+        git(repo, "add", "-A")
+        status = git(repo, "status", "--porcelain")
+        assert status == ("R  .pi/realmem/run-tests-with-make-test.md -> .pi/realmem/run-tests-with-npm-test.md")
+        edited = [env.event for env in log.read(app.conn) if isinstance(env.event, ev.MemoryEdited)]
+        assert edited[-1].fields.file == "run-tests-with-npm-test.md"  # the log carries the rename
+        assert replay.check(app).differences == []
+        # a rescan sees nothing changed
+        seq = log.last_seq(app.conn)
+    with open_app(home, repo) as app:
+        assert log.last_seq(app.conn) == seq
+
+
+def test_replay_reproduces_a_rename_and_removes_the_old_name(home: Path, repo: Path) -> None:
+    with open_app(home, repo) as app:
+        m = add(app, "Run tests with make test", "`make test` runs the suite.", "personal")
+        old_text = file_of(app, m).read_text(encoding="utf-8")
+        e = memories.edit(app, (m.store, m.id), caption="Run tests with npm test", content="`npm test` runs it.")
+        d = app.store_dir(m.store)
+        # the state a crash between writing the new name and removing the old one leaves behind
+        (d / m.file).write_text(old_text, encoding="utf-8")
+        diffs = replay.check(app).differences
+        assert diffs == [f"file left behind by a rename: {d / m.file} (now {e.file})"]
+        rep = replay.replay(app)
+        assert rep.files_deleted == 1
+        assert sorted(p.name for p in d.glob("*.md")) == [e.file]
+        assert replay.check(app).differences == []
+        # rebuilt from nothing, the files are byte-identical
+        (d / e.file).unlink()
+        replay.replay(app)
+        assert (d / e.file).read_text(encoding="utf-8") == e.text
+
+
+def test_catch_up_finishes_an_interrupted_rename(home: Path, repo: Path) -> None:
+    with open_app(home, repo) as app:
+        m = add(app, "Run tests with make test", "`make test` runs the suite.", "shared")
+        old_text = file_of(app, m).read_text(encoding="utf-8")
+        files_seq = app.projection_seq("files")
+        e = memories.edit(app, (m.store, m.id), caption="Run tests with npm test", content="`npm test` runs it.")
+        d = app.store_dir(m.store)
+        # crash right after the commit: neither file step ran
+        (d / e.file).unlink()
+        (d / m.file).write_text(old_text, encoding="utf-8")
+        app.conn.execute("UPDATE projection_state SET seq=? WHERE name='files'", (files_seq,))
+    with open_app(home, repo) as app:
+        assert sorted(p.name for p in d.glob("*.md")) == [e.file]
+        assert (d / e.file).read_text(encoding="utf-8") == app.memory((m.store, m.id)).text
+        assert replay.check(app).differences == []
+
+
+def test_a_hand_picked_file_name_survives_a_new_caption(home: Path, repo: Path) -> None:
+    with open_app(home, repo) as app:
+        m = add(app, "Run tests with make test", "`make test` runs the suite.", "shared")
+        d = app.store_dir(m.store)
+        (d / m.file).rename(d / "testing.md")
+    with open_app(home, repo) as app:  # the scan records the hand rename
+        assert app.memory((m.store, m.id)).file == "testing.md"
+        e = memories.edit(app, (m.store, m.id), caption="Run tests with npm test")
+        assert e.file == "testing.md"
+        assert sorted(p.name for p in d.glob("*.md")) == ["testing.md"]
 
 
 def test_unknown_keys_survive_an_edit(home: Path, repo: Path) -> None:

@@ -211,20 +211,38 @@ def slug(caption: str, limit: int = 60) -> str:
     return (s[:limit].rstrip("-_") or "memory")
 
 
+_TAIL_LENGTHS = (8, 12, 22)
+
+
+def _tail(mem_id: str) -> str:
+    # The id's random tail: its head is the creation time, shared by ids made in the same
+    # millisecond (e.g. by two processes), so it cannot tell them apart.
+    return ids.short(mem_id).lower().replace("_", "-")
+
+
 def file_name(caption: str, mem_id: str, taken: set[str]) -> str:
     """A readable, unique file name derived from the caption."""
     base = slug(caption)
     name = f"{base}.md"
     if name not in taken:
         return name
-    # The id's random tail: its head is the creation time, shared by ids made in the same
-    # millisecond (e.g. by two processes), so it cannot tell them apart.
-    tail = ids.short(mem_id).lower().replace("_", "-")
-    for n in (8, 12, 22):
+    tail = _tail(mem_id)
+    for n in _TAIL_LENGTHS:
         name = f"{base}-{tail[-n:]}.md"
         if name not in taken:
             break
     return name
+
+
+def renamed(name: str, mem_id: str, old_caption: str, new_caption: str) -> bool:
+    """Whether a memory whose caption changes should get a new file name: when its slug
+    changes and the current name is the one ``file_name`` derived from the old caption (a name
+    picked by hand is kept)."""
+    old = slug(old_caption)
+    if old == slug(new_caption):
+        return False
+    tail = _tail(mem_id)
+    return name in (f"{old}.md", *(f"{old}-{tail[-n:]}.md" for n in _TAIL_LENGTHS))
 
 
 def write(directory: Path, name: str, text: str, *, durable: bool = True) -> bool:

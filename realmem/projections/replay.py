@@ -22,7 +22,7 @@ from realmem import db
 from realmem.events import store as log
 from realmem.events.types import Key
 from realmem.projections import files, index, tables
-from realmem.projections.state import State, apply
+from realmem.projections.state import Memory, State, apply
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
@@ -44,19 +44,25 @@ class ReplayReport:
         return self.events / self.seconds if self.seconds > 0 else float("inf")
 
 
-def fold(conn: apsw.Connection, progress: Progress | None = None) -> tuple[State, set[Key], int]:
-    """Fold the whole log; returns the state, every key ever touched, and the event count."""
+def fold(conn: apsw.Connection, progress: Progress | None = None) -> tuple[State, set[Key], int, dict[Key, set[str]]]:
+    """Fold the whole log; returns the state, every key ever touched, the event count, and
+    every file name each memory had in each store (so files left by renames can be found)."""
     state = State()
     touched: set[Key] = set()
+    names: dict[Key, set[str]] = {}
     total = log.last_seq(conn)
     n = 0
     for env in log.read(conn):
         apply(state, env)
-        touched.update(env.event.keys())
+        e = env.event
+        touched.update(e.keys())
+        fields = getattr(e, "fields", None)
+        if fields is not None:
+            names.setdefault((getattr(e, "to_store", None) or e.store_id, e.memory_id), set()).add(fields.file)
         n += 1
         if progress and n % 5000 == 0:
             progress(env.seq, total)
-    return state, touched, n
+    return state, touched, n, names
 
 
 def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
@@ -72,7 +78,7 @@ def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
 def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     start = time.perf_counter()
     with app.lock.hold(app.config["gate.lockWaitSeconds"]):
-        state, touched, n = fold(app.conn, progress)
+        state, touched, n, names = fold(app.conn, progress)
         _write_tables(app.conn, state, log.last_seq(app.conn))
         app._load_store_dirs()
         report = ReplayReport(n, len(state.memories), 0.0)
@@ -91,6 +97,9 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
                     stats.append((mem.store, mem.file, st.st_mtime_ns, st.st_size))
                 except OSError:
                     pass
+                for name in _old_names(app, names, mem):
+                    if app._delete_file(mem.store, name, mem.id):
+                        report.files_deleted += 1
             else:
                 name = app._last_file_name(key)
                 if name and app._delete_file(key[0], name, key[1]):
@@ -101,6 +110,12 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
             app.conn.executemany("INSERT OR REPLACE INTO file_stats VALUES (?,?,?,?)", stats)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _old_names(app: "Realmem", names: dict[Key, set[str]], mem: Memory) -> list[str]:
+    """Names the memory had before in its store that still exist on disk."""
+    d = app.store_dir(mem.store)
+    return sorted(n for n in names.get((mem.store, mem.id), ()) if n != mem.file and (d / n).exists())
 
 
 _COMPARED = {
@@ -136,7 +151,7 @@ def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
                 "INSERT INTO events(seq, time, type, version, memory_id, store, pid, session, payload) VALUES (?,?,?,?,?,?,?,?,?)",
                 app.conn.execute("SELECT seq, time, type, version, memory_id, store, pid, session, payload FROM events"),
             )
-        state, touched, n = fold(scratch, progress)
+        state, touched, n, names = fold(scratch, progress)
         _write_tables(scratch, state, log.last_seq(scratch))
         diffs: list[str] = []
         for table in _COMPARED:
@@ -159,5 +174,8 @@ def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
             continue
         if on_disk != mem.text:
             diffs.append(f"file differs from the log: {path}")
+        for name in _old_names(app, names, mem):
+            if app.holds(mem.store, name, mem.id):
+                diffs.append(f"file left behind by a rename: {app.store_dir(mem.store) / name} (now {mem.file})")
     report = ReplayReport(n, len(state.memories), time.perf_counter() - start, differences=diffs)
     return report
