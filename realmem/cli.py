@@ -15,7 +15,7 @@ import click
 
 from realmem import ids, logs
 from realmem.app import Realmem, RealmemError
-from realmem.config import DEFAULTS, Config, ConfigError, home_dir
+from realmem.config import DEFAULTS, Config, ConfigError, home_dir, override
 
 
 def _out(data: Any) -> None:
@@ -66,7 +66,17 @@ def cli(ctx: click.Context, home: str | None, cwd: str | None) -> None:
 
 # --- remembering --------------------------------------------------------------------------
 
+def _max_questions(f):  # type: ignore[no-untyped-def]
+    """--max-questions N: questions per SemIf request for this command (overrides semif.maxQuestions)."""
+    def apply(ctx: click.Context, param: click.Parameter, value: int | None) -> None:
+        if value is not None:
+            override("semif.maxQuestions", value)
+    return click.option("--max-questions", type=click.IntRange(min=1), expose_value=False, callback=apply,
+                        help="questions per SemIf request (overrides semif.maxQuestions)")(f)
+
+
 def _remember_options(f):  # type: ignore[no-untyped-def]
+    f = _max_questions(f)
     f = click.option("--json", "as_json", is_flag=True)(f)
     f = click.option("--path", "paths", multiple=True, help="file, directory or glob (repeatable)")(f)
     f = click.option("--scope", type=click.Choice(["global", "shared", "personal"]))(f)
@@ -115,6 +125,7 @@ def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str,
 @click.option("--user-requested", is_flag=True)
 @click.option("--write", is_flag=True, help="perform the write for real")
 @click.option("--json", "as_json", is_flag=True)
+@_max_questions
 @pass_ctx
 def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
           write: bool, as_json: bool) -> None:
@@ -368,6 +379,7 @@ def embed(c: Ctx) -> None:
 @click.argument("scopes", nargs=-1, type=click.Choice(["global", "shared", "personal"]))
 @click.option("--no-paths", is_flag=True, help="skip the path revision pass")
 @click.option("--json", "as_json", is_flag=True)
+@_max_questions
 @pass_ctx
 def consolidate(c: Ctx, scopes: tuple[str, ...], no_paths: bool, as_json: bool) -> None:
     """Shrink and clean the memory base (Ctrl-C cancels and writes nothing)."""
@@ -546,6 +558,7 @@ def approve(c: Ctx, id_value: str) -> None:
 
 @cli.command()
 @click.option("--idle", type=float, default=None, help="exit after this many idle seconds")
+@_max_questions
 @pass_ctx
 def worker(c: Ctx, idle: float | None) -> None:
     """The background worker (embed, judge urgency, retry queued candidates)."""

@@ -78,6 +78,17 @@ DEFAULTS: dict[str, Any] = {
 SECRET_KEYS = {"semif.key", "embedding.key", "rewriter.key"}
 
 
+# Command-line overrides for this process (``--max-questions``): they win over the environment
+# and config.json, are never saved, and are not inherited by processes it starts.
+_OVERRIDES: dict[str, Any] = {}
+
+
+def override(key: str, value: Any) -> None:
+    if key not in DEFAULTS:
+        raise ConfigError(f"unknown setting {key!r}")
+    _OVERRIDES[key] = value
+
+
 def home_dir(explicit: str | Path | None = None) -> Path:
     """REALMEM_HOME, default ``~/.pi/agent/realmem``."""
     if explicit:
@@ -133,6 +144,8 @@ class Config:
             raise ConfigError(f"{self.path}: cannot read config: {exc}") from exc
 
     def get(self, key: str) -> Any:
+        if key in _OVERRIDES:
+            return _OVERRIDES[key]
         default = DEFAULTS.get(key)
         env = os.environ.get(env_name(key))
         if env is not None:
@@ -149,6 +162,8 @@ class Config:
         return resolve_secret(str(self.get(key) or ""))
 
     def source(self, key: str) -> str:
+        if key in _OVERRIDES:
+            return "command line"
         if env_name(key) in os.environ:
             return "env"
         return "file" if key in self._file else "default"

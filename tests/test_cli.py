@@ -183,3 +183,62 @@ def test_settings_set_and_show(home: Path, repo: Path) -> None:
     assert run(home, repo, "settings", "set", "recall.pageSize", "many").returncode == 2
     assert run(home, repo, "settings", "set", "semif.key").returncode == 2
     assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
+
+
+# --- --max-questions ----------------------------------------------------------------------------
+
+def judge_requests(s1) -> list[int]:  # type: ignore[no-untyped-def]
+    """Questions per System One request the fake received."""
+    return [len(r.body["questions"]) for r in s1.requests if r.path == "/v1/systemone"]
+
+
+def test_max_questions_overrides_the_setting_for_remember_debug_and_consolidate(home: Path, repo: Path,
+                                                                                servers):  # type: ignore[no-untyped-def]
+    s1, _, _ = servers
+    with Realmem.open(home, repo) as app:
+        memories.add(app, "Build with make", "`make` builds everything.", store=app.project.shared_store,
+                     stored_paths=["."], source="add")
+    env = {"REALMEM_SEMIF_MAXQUESTIONS": "8"}  # the flag wins over the environment too
+    p = run(home, repo, "remember", "--caption", "Run tests with make test", "--content", "`make test` runs them.",
+            "--max-questions", "2", env=env)
+    assert p.returncode == 0, p.stderr
+    sizes = judge_requests(s1)
+    assert max(sizes) == 2 and len(sizes) >= 4
+
+    s1.reset()
+    trace = json.loads(run(home, repo, "debug", "--caption", "Lint with ruff", "--content", "`ruff check .`",
+                           "--max-questions", "3", "--json", env=env).stdout)["trace"]
+    sizes = judge_requests(s1)
+    assert max(sizes) == 3 and trace["judge"]["requests"] == len(sizes) == -(-sum(sizes) // 3)
+
+    s1.reset()
+    p = run(home, repo, "consolidate", "--no-paths", "--max-questions", "2", env=env)
+    assert p.returncode == 0, p.stderr
+    sizes = judge_requests(s1)
+    assert sizes and max(sizes) == 2
+
+    s1.reset()  # without the flag, the setting applies again
+    assert run(home, repo, "debug", "--caption", "Lint with ruff", "--content", "`ruff check .`",
+               env=env).returncode == 0
+    assert max(judge_requests(s1)) > 3
+
+
+def test_max_questions_for_the_worker(home: Path, repo: Path, servers, monkeypatch):  # type: ignore[no-untyped-def]
+    s1, _, _ = servers
+    monkeypatch.setenv("REALMEM_QUEUE_BASEBACKOFFSECONDS", "0")  # due at once
+    s1.down()
+    with Realmem.open(home, repo) as app:
+        from realmem.remember import remember
+        assert remember(app, "Run tests with make test", "`make test` runs them.").queued
+    s1.up()
+    p = run(home, repo, "worker", "--idle", "0.2", "--max-questions", "2")
+    assert p.returncode == 0, p.stderr
+    sizes = judge_requests(s1)
+    assert sizes and max(sizes) == 2
+    with Realmem.open(home, repo) as app:
+        assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 0
+
+
+def test_max_questions_must_be_positive(home: Path, repo: Path):
+    p = run(home, repo, "remember", "--caption", "c", "--content", "t", "--max-questions", "0")
+    assert p.returncode == 2 and "--max-questions" in p.stderr
