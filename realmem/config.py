@@ -116,13 +116,19 @@ def _coerce(value: str, default: Any) -> Any:
     return value
 
 
+def secret_var(value: str) -> str | None:
+    """The variable a ``$VAR`` / ``${VAR}`` / ``env:VAR`` key refers to; None for a literal key."""
+    if value.startswith("env:"):
+        return value[4:]
+    if value.startswith("$") and len(value) > 1:
+        return value[1:].strip("{}")
+    return None
+
+
 def resolve_secret(value: str) -> str:
     """``$VAR`` / ``env:VAR`` -> the variable's value (empty if unset); anything else as is."""
-    if value.startswith("env:"):
-        return os.environ.get(value[4:], "")
-    if value.startswith("$") and len(value) > 1:
-        return os.environ.get(value[1:].strip("{}"), "")
-    return value
+    var = secret_var(value)
+    return value if var is None else os.environ.get(var, "")
 
 
 class Config:
@@ -160,6 +166,21 @@ class Config:
     def secret(self, key: str) -> str:
         """A key setting with $VAR / env:VAR resolved."""
         return resolve_secret(str(self.get(key) or ""))
+
+    def key_advice(self, key: str) -> str:
+        """What to check when the server refuses the key in setting ``key`` (401): the setting's
+        name and, for a ``$VAR`` / ``env:VAR`` reference, whether that variable is set.  Never
+        the key itself."""
+        raw = str(self.get(key) or "").strip()
+        origin = f" (from {env_name(key)})" if self.source(key) == "env" else ""
+        var = secret_var(raw)
+        if not raw:
+            return f"{key} is not set; set it in /realmem settings"
+        if var is None:
+            return f"check {key}{origin}"
+        if os.environ.get(var):
+            return f"{key} is {raw}{origin}; {var} is set, but the server refused its value"
+        return f"{key} is {raw}{origin}, but {var} is not set in realmem's environment"
 
     def source(self, key: str) -> str:
         if key in _OVERRIDES:

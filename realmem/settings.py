@@ -17,7 +17,8 @@ def list_endpoint_models(cfg: Config, endpoint: str) -> list[str]:
     url = cfg[f"{endpoint}.url"]
     if not url:
         raise EndpointError(f"{endpoint}.url is not set")
-    return list_models(url, cfg.secret(f"{endpoint}.key"), float(cfg[f"{endpoint}.timeout"]))
+    return list_models(url, cfg.secret(f"{endpoint}.key"), float(cfg[f"{endpoint}.timeout"]),
+                       cfg.key_advice(f"{endpoint}.key"))
 
 
 def test_endpoints(cfg: Config) -> list[dict[str, Any]]:

@@ -603,3 +603,63 @@ def test_cross_process_scripting(fake_process: tuple[subprocess.Popen[str], dict
 
     proc.terminate()
     assert proc.wait(timeout=30) == 0
+
+
+# -- a 401 names the key setting ------------------------------------------------------------------
+
+
+def test_401_names_the_setting_and_whether_its_variable_is_set(home: Path, semif: FakeSystemOne, embed: FakeEmbeddings,
+                                                              chat: FakeChat, monkeypatch: pytest.MonkeyPatch) -> None:
+    for server in (semif, embed, chat):
+        server.configure(key="the-right-key")
+    cfg = Config(home)
+    cfg.set("semif.url", semif.url)
+    cfg.set("semif.model", "fake-semif")
+    cfg.set("semif.key", "$RM_TEST_SEMIF_KEY")
+    cfg.set("embedding.url", embed.url)
+    cfg.set("embedding.model", "fake-embed")
+    cfg.set("embedding.key", "env:RM_TEST_EMBED_KEY")
+    cfg.set("rewriter.url", chat.url)
+    cfg.set("rewriter.model", "fake-chat")
+    cfg.set("rewriter.key", SECRET)
+    monkeypatch.delenv("RM_TEST_SEMIF_KEY", raising=False)
+    monkeypatch.delenv("RM_TEST_EMBED_KEY", raising=False)
+
+    def failure(call) -> str:  # type: ignore[no-untyped-def]
+        with pytest.raises(EndpointError) as info:
+            call()
+        assert info.value.status == 401
+        return str(info.value)
+
+    ask = lambda: SystemOneClient.from_config(cfg).ask(STATE, {"durable": QUESTIONS["durable"]})  # noqa: E731
+    assert failure(ask) == (f"authentication failed (401) for {semif.url}/v1/systemone: semif.key is "
+                            "$RM_TEST_SEMIF_KEY, but RM_TEST_SEMIF_KEY is not set in realmem's environment")
+    monkeypatch.setenv("RM_TEST_SEMIF_KEY", SECRET)
+    message = failure(ask)
+    assert message.endswith("semif.key is $RM_TEST_SEMIF_KEY; RM_TEST_SEMIF_KEY is set, but the server refused its value")
+    assert SECRET not in message
+    assert failure(lambda: EmbeddingsClient.from_config(cfg).embed_query("x")).endswith(
+        "embedding.key is env:RM_TEST_EMBED_KEY, but RM_TEST_EMBED_KEY is not set in realmem's environment")
+    message = failure(lambda: ChatClient.from_config(cfg).complete([{"role": "user", "content": "hi"}]))
+    assert message.endswith(": check rewriter.key") and SECRET not in message
+    cfg.unset("rewriter.key")
+    assert failure(lambda: ChatClient.from_config(cfg).complete([{"role": "user", "content": "hi"}])).endswith(
+        ": rewriter.key is not set; set it in /realmem settings")
+    monkeypatch.setenv("REALMEM_SEMIF_KEY", "$RM_OTHER")
+    monkeypatch.delenv("RM_OTHER", raising=False)
+    assert failure(ask).endswith("semif.key is $RM_OTHER (from REALMEM_SEMIF_KEY), but RM_OTHER is not set in "
+                                 "realmem's environment")
+    # the model picker and the connectivity test say the same
+    from realmem.settings import list_endpoint_models, test_endpoints
+    assert failure(lambda: list_endpoint_models(cfg, "embedding")).endswith("RM_TEST_EMBED_KEY is not set in "
+                                                                              "realmem's environment")
+    results = {r["endpoint"]: r["message"] for r in test_endpoints(cfg)}
+    assert "semif.key is $RM_OTHER" in results["semif"] and "embedding.key is env:" in results["embedding"]
+
+
+def test_a_refused_bridge_token_says_so(chat: FakeChat, home: Path) -> None:
+    chat.configure(key="the-right-token")
+    client = ChatClient.from_config(Config(home), (chat.url, "stale-token"))
+    with pytest.raises(EndpointError) as info:
+        client.complete([{"role": "user", "content": "hi"}])
+    assert str(info.value).endswith("the Pi model bridge refused realmem's token; restart Pi (or set rewriter.url)")

@@ -3,7 +3,7 @@
 Status mapping (the caller's next step decides the class, see ``errors``):
 connection refused / timeout / 5xx / 429 -> ``EndpointUnavailable`` (with ``retry_after`` when
 the server sends ``Retry-After``); 401 -> ``EndpointError("authentication failed (401) for
-<url>")``; 422 saying too many questions/options -> ``RequestTooLarge``; other 4xx ->
+<url>: <key_advice>")``, naming the key setting to fix; 422 saying too many questions/options -> ``RequestTooLarge``; other 4xx ->
 ``EndpointError``.  Keys travel only in the Authorization header, which is never logged and
 never part of a message.
 """
@@ -85,8 +85,9 @@ def error_detail(response: httpx.Response) -> str:
 class Endpoint:
     """A base URL plus bearer key and timeout; sends JSON requests and maps failures."""
 
-    def __init__(self, name: str, url: str, key: str, timeout: float) -> None:
+    def __init__(self, name: str, url: str, key: str, timeout: float, key_advice: str = "") -> None:
         self.name = name
+        self.key_advice = key_advice or f"check the {name} key"  # for a 401: which setting to fix
         self.url = normalize_base_url(url)
         self.timeout = float(timeout)
         self._key = key or ""
@@ -164,7 +165,7 @@ class Endpoint:
                                        url=shown, status=status, retry_after=retry_after)
         log.warning("endpoint.error", endpoint=self.name, url=shown, status=status, detail=detail)
         if status == 401:
-            return EndpointError(f"authentication failed (401) for {shown}; check the {self.name} key",
+            return EndpointError(f"authentication failed (401) for {shown}: {self.key_advice}",
                                  url=shown, status=status)
         if status == 422 and _TOO_LARGE.search(detail):
             return RequestTooLarge(f"request too large (422) for {shown}: {detail}", url=shown, status=status)

@@ -15,8 +15,8 @@ class ModelClient:
 
     endpoint_name = "endpoint"
 
-    def __init__(self, url: str, key: str, model: str, timeout: float) -> None:
-        self._endpoint = Endpoint(self.endpoint_name, url, key, timeout)
+    def __init__(self, url: str, key: str, model: str, timeout: float, key_advice: str = "") -> None:
+        self._endpoint = Endpoint(self.endpoint_name, url, key, timeout, key_advice)
         self._configured_model = (model or "").strip()
         self._resolved_model: str | None = None
         self._lock = threading.Lock()

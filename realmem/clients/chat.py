@@ -51,8 +51,8 @@ class ChatClient(ModelClient):
 
     endpoint_name = "rewriter"
 
-    def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 60.0) -> None:
-        super().__init__(url, key, model, timeout)
+    def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 60.0, key_advice: str = "") -> None:
+        super().__init__(url, key, model, timeout, key_advice)
 
     @classmethod
     def from_config(cls, cfg: Config, bridge: tuple[str, str] | None = None) -> ChatClient:
@@ -61,9 +61,10 @@ class ChatClient(ModelClient):
         timeout = float(cfg.get("rewriter.timeout"))
         if not url and bridge is not None:
             bridge_url, token = bridge
-            return cls(url=bridge_url, key=token, model=BRIDGE_MODEL, timeout=timeout)
+            return cls(url=bridge_url, key=token, model=BRIDGE_MODEL, timeout=timeout,
+                       key_advice="the Pi model bridge refused realmem's token; restart Pi (or set rewriter.url)")
         return cls(url=url, key=cfg.secret("rewriter.key"), model=str(cfg.get("rewriter.model") or ""),
-                   timeout=timeout)
+                   timeout=timeout, key_advice=cfg.key_advice("rewriter.key"))
 
     def complete(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
                  max_tokens: int | None = None) -> str:

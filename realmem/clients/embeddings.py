@@ -30,8 +30,9 @@ class EmbeddingsClient(ModelClient):
     endpoint_name = "embedding"
 
     def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 30.0,
-                 query_prefix: str = "", document_prefix: str = "", batch_size: int = BATCH_SIZE) -> None:
-        super().__init__(url, key, model, timeout)
+                 query_prefix: str = "", document_prefix: str = "", batch_size: int = BATCH_SIZE,
+                 key_advice: str = "") -> None:
+        super().__init__(url, key, model, timeout, key_advice)
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.query_prefix = query_prefix or ""
@@ -45,7 +46,8 @@ class EmbeddingsClient(ModelClient):
                    model=str(cfg.get("embedding.model") or ""),
                    timeout=float(cfg.get("embedding.timeout")),
                    query_prefix=str(cfg.get("embedding.queryPrefix") or ""),
-                   document_prefix=str(cfg.get("embedding.documentPrefix") or ""))
+                   document_prefix=str(cfg.get("embedding.documentPrefix") or ""),
+                   key_advice=cfg.key_advice("embedding.key"))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in input order, with the document prefix applied."""

@@ -30,9 +30,9 @@ def parse_models(body: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def list_models(url: str, key: str, timeout: float) -> list[str]:
+def list_models(url: str, key: str, timeout: float, key_advice: str = "") -> list[str]:
     """Fetch the model names a server offers (``url`` is the base without /v1)."""
-    endpoint = Endpoint("model list", url, key, timeout)
+    endpoint = Endpoint("model list", url, key, timeout, key_advice)
     try:
         return parse_models(endpoint.get("/v1/models"))
     finally:

@@ -164,8 +164,8 @@ class SystemOneClient(ModelClient):
     endpoint_name = "SemIf"
 
     def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 30.0,
-                 max_questions: int = 8, max_options: int = 16) -> None:
-        super().__init__(url, key, model, timeout)
+                 max_questions: int = 8, max_options: int = 16, key_advice: str = "") -> None:
+        super().__init__(url, key, model, timeout, key_advice)
         if max_questions < 1 or max_options < 2:
             raise ValueError("max_questions must be >= 1 and max_options >= 2")
         self.max_questions = int(max_questions)
@@ -176,7 +176,7 @@ class SystemOneClient(ModelClient):
         return cls(url=str(cfg.get("semif.url") or ""), key=cfg.secret("semif.key"),
                    model=str(cfg.get("semif.model") or ""), timeout=float(cfg.get("semif.timeout")),
                    max_questions=int(cfg.get("semif.maxQuestions")),
-                   max_options=int(cfg.get("semif.maxOptions")))
+                   max_options=int(cfg.get("semif.maxOptions")), key_advice=cfg.key_advice("semif.key"))
 
     def ask(self, state: str, questions: dict[str, Question]) -> Answers:
         """Every question answered; raises RequestTooLarge if one question alone is refused."""
