@@ -6,6 +6,7 @@ from typing import Any
 
 from realmem import gitignore
 from realmem.app import Realmem
+from realmem.jobs.rewrite import bridge
 from realmem.project import store_kind
 
 
@@ -26,6 +27,8 @@ def gather(app: Realmem) -> dict[str, Any]:
         app.visible_stores()).fetchone()[0]
     endpoints = {name: {"url": app.config[f"{name}.url"] or None, "model": app.config[f"{name}.model"] or "(auto)"}
                  for name in ("semif", "embedding", "rewriter")}
+    # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
+    endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
     warning = gitignore.store_warning(app.project.root) if app.project is not None else None
     from realmem.jobs.queue import worker_status
     return {
@@ -47,7 +50,15 @@ def text(info: dict[str, Any]) -> str:
     if info["queued"]:
         lines.append(f"Queued candidates: {info['queued']} (retried automatically; /realmem retry)")
     for name, e in info["endpoints"].items():
-        lines.append(f"  {name:<9} {e['url'] or 'not set'}" + (f" · {e['model']}" if e["url"] else ""))
+        if e["url"]:
+            shown = f"{e['url']} · {e['model']}"
+        elif e.get("bridge"):
+            shown = "Pi's current model (bridge)"
+        elif name == "rewriter":
+            shown = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
+        else:
+            shown = "not set"
+        lines.append(f"  {name:<9} {shown}")
     if not info["endpoints"]["semif"]["url"]:
         lines.append("SemIf endpoint not set: new memories are queued until it is (/realmem settings).")
     w = info["worker"]

@@ -242,3 +242,26 @@ def test_max_questions_for_the_worker(home: Path, repo: Path, servers, monkeypat
 def test_max_questions_must_be_positive(home: Path, repo: Path):
     p = run(home, repo, "remember", "--caption", "c", "--content", "t", "--max-questions", "0")
     assert p.returncode == 2 and "--max-questions" in p.stderr
+
+
+# --- status: the rewriter -----------------------------------------------------------------------
+
+def test_status_names_the_pi_bridge_as_the_rewriter(home: Path, repo: Path):
+    line = lambda p: next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("rewriter"))  # noqa: E731
+    assert "not set: Edit/Merge use a deterministic fallback" in line(ok(home, repo, "status"))
+    # the adapter publishes its bridge as <home>/bridge/<pid>.json while its process lives
+    (home / "bridge").mkdir()
+    bridge_file = home / "bridge" / f"{os.getpid()}.json"
+    bridge_file.write_text(json.dumps({"url": "http://127.0.0.1:9", "token": "t", "pid": os.getpid()}))
+    assert line(ok(home, repo, "status")).split() == ["rewriter", "Pi's", "current", "model", "(bridge)"]
+    assert as_json(home, repo, "status")["endpoints"]["rewriter"]["bridge"] is True
+    # an explicit rewriter.url wins over the bridge
+    p = run(home, repo, "status", env={"REALMEM_REWRITER_URL": "http://127.0.0.1:8"})
+    assert line(p).split()[:2] == ["rewriter", "http://127.0.0.1:8"]
+    # a bridge file whose process is gone is not a bridge
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    bridge_file.rename(home / "bridge" / f"{dead.pid}.json")
+    (home / "bridge" / f"{dead.pid}.json").write_text(json.dumps({"url": "http://127.0.0.1:9", "token": "t",
+                                                                  "pid": dead.pid}))
+    assert "not set" in line(ok(home, repo, "status"))
