@@ -15,6 +15,7 @@ import click
 
 from realmem import ids, logs
 from realmem.app import Realmem, RealmemError
+from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import DEFAULTS, Config, ConfigError, home_dir, override
 
 
@@ -28,9 +29,10 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 class Ctx:
-    def __init__(self, home: str | None, cwd: str | None) -> None:
+    def __init__(self, home: str | None, cwd: str | None, verbose: bool = False) -> None:
         self.home = home
         self.cwd = cwd
+        self.verbose = verbose
         self._app: Realmem | None = None
 
     def app(self, *, scan: bool = True) -> Realmem:
@@ -43,12 +45,13 @@ pass_ctx = click.make_pass_decorator(Ctx)
 
 
 class Group(click.Group):
-    """Maps RealmemError to exit 1 and usage problems to exit 2."""
+    """Maps RealmemError and endpoint failures to exit 1 and usage problems to exit 2, as one
+    line on stderr (the details are in the log)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except RealmemError as exc:
+        except (RealmemError, EndpointError, EndpointUnavailable) as exc:
             _fail(str(exc), 1)
         except ConfigError as exc:
             _fail(str(exc), 2)
@@ -57,11 +60,16 @@ class Group(click.Group):
 @click.group(cls=Group)
 @click.option("--home", envvar="REALMEM_HOME", help="data directory (default ~/.pi/agent/realmem)")
 @click.option("--cwd", help="directory whose project is meant (default: the current one)")
+@click.option("--verbose", "-v", is_flag=True, help="log to stderr (default: <home>/realmem.log)")
 @click.pass_context
-def cli(ctx: click.Context, home: str | None, cwd: str | None) -> None:
+def cli(ctx: click.Context, home: str | None, cwd: str | None, verbose: bool) -> None:
     """realmem: surprise-gated long-term memory for Pi."""
-    logs.configure()
-    ctx.obj = Ctx(home, cwd)
+    # Never raw JSON on the terminal: the log goes to a file unless asked for.
+    if verbose:
+        logs.configure("info")
+    else:
+        logs.configure(file=home_dir(home) / "realmem.log")
+    ctx.obj = Ctx(home, cwd, verbose)
 
 
 # --- remembering --------------------------------------------------------------------------
@@ -364,7 +372,6 @@ def reindex(c: Ctx) -> None:
 def embed(c: Ctx) -> None:
     """Embed every memory that has no cached vector in the current embedding space."""
     from realmem import embedder
-    from realmem.clients.errors import EndpointError, EndpointUnavailable
     app = c.app()
     if embedder.client(app) is None:
         raise RealmemError("no embedding endpoint is set (realmem settings set embedding.url URL)")
@@ -563,6 +570,8 @@ def approve(c: Ctx, id_value: str) -> None:
 def worker(c: Ctx, idle: float | None) -> None:
     """The background worker (embed, judge urgency, retry queued candidates)."""
     from realmem.jobs.worker import run
+    if not c.verbose:
+        logs.configure("info", file=home_dir(c.home) / "worker.log")
     sys.exit(run(home_dir(c.home), idle_seconds=idle))
 
 

@@ -265,3 +265,29 @@ def test_status_names_the_pi_bridge_as_the_rewriter(home: Path, repo: Path):
     (home / "bridge" / f"{dead.pid}.json").write_text(json.dumps({"url": "http://127.0.0.1:9", "token": "t",
                                                                   "pid": dead.pid}))
     assert "not set" in line(ok(home, repo, "status"))
+
+
+# --- logs never reach the terminal unless asked for ---------------------------------------------
+
+def test_a_user_error_prints_one_line_and_the_log_goes_to_the_log_file(home: Path, repo: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    from realmem.fakes import FakeSystemOne
+    with FakeSystemOne(key="the-right-key") as s1:
+        env = {"REALMEM_SEMIF_URL": s1.url, "REALMEM_SEMIF_KEY": "$RM_UNSET_KEY", "REALMEM_WORKER_AUTOSTART": "0"}
+        monkeypatch.delenv("RM_UNSET_KEY", raising=False)
+        p = run(home, repo, "settings", "models", "semif", env=env)
+        assert p.returncode == 1
+        assert p.stderr.splitlines() == [
+            f"realmem: authentication failed (401) for {s1.url}/v1/models: semif.key is $RM_UNSET_KEY (from "
+            "REALMEM_SEMIF_KEY), but RM_UNSET_KEY is not set in realmem's environment"]
+        # a remember the judge refuses is queued; the warning is logged, not printed
+        p = run(home, repo, "remember", "--caption", "Build with make", "--content", "`make` builds it.", env=env)
+        assert p.returncode == 0 and p.stderr == ""
+        assert p.stdout.startswith("Queued: the SemIf judge refused the request (authentication failed (401)")
+        logged = [json.loads(line) for line in (home / "realmem.log").read_text().splitlines()]
+        assert [e["event"] for e in logged].count("endpoint.error") == 2
+        assert stat.S_IMODE((home / "realmem.log").stat().st_mode) == 0o600
+        # --verbose: the log on stderr instead
+        p = run(home, repo, "--verbose", "settings", "models", "semif", env=env)
+        assert p.returncode == 1
+        events = [json.loads(line)["event"] for line in p.stderr.splitlines() if line.startswith("{")]
+        assert "endpoint.error" in events and p.stderr.splitlines()[-1].startswith("realmem: authentication failed")
