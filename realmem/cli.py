@@ -17,6 +17,7 @@ from realmem import ids, logs
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import DEFAULTS, Config, ConfigError, home_dir, override
+from realmem.words import count
 
 
 def _out(data: Any) -> None:
@@ -205,7 +206,7 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
     rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
              i.memory.caption] for i in res.items]
     click.echo(table(["id", "scope", "paths", "used", "caption"], rows))
-    click.echo(f"page {res.page}/{res.pages} · {res.total} memories")
+    click.echo(f"page {res.page}/{res.pages} · {count(res.total, 'memory')}")
 
 
 @cli.command()
@@ -272,11 +273,11 @@ def replay(c: Ctx, check: bool) -> None:
         rep = rp.check(app, progress)
         for d in rep.differences:
             click.echo(d)
-        click.echo(f"{rep.events} events, {rep.memories} memories: "
+        click.echo(f"{count(rep.events, 'event')}, {count(rep.memories, 'memory')}: "
                    + ("identical to a rebuild" if not rep.differences else f"{len(rep.differences)} differences"))
         sys.exit(1 if rep.differences else 0)
     rep = rp.replay(app, progress)
-    click.echo(f"Replayed {rep.events} events into {rep.memories} memories in {rep.seconds:.2f}s "
+    click.echo(f"Replayed {count(rep.events, 'event')} into {count(rep.memories, 'memory')} in {rep.seconds:.2f}s "
                f"({rep.rate:,.0f} events/s); files written {rep.files_written}, deleted {rep.files_deleted}.")
 
 
@@ -364,7 +365,7 @@ def reindex(c: Ctx) -> None:
         n = index.rebuild_fts(app.conn)
         index.prune_embeddings(app.conn)
         v = index.rebuild_vectors(app.conn)
-    click.echo(f"Reindexed {n} memories; {v} vectors indexed.")
+    click.echo(f"Reindexed {count(n, 'memory')}; {count(v, 'vector')} indexed.")
 
 
 @cli.command()
@@ -379,7 +380,7 @@ def embed(c: Ctx) -> None:
         n = embedder.embed_missing(app, progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))
     except (EndpointUnavailable, EndpointError) as exc:
         raise RealmemError(f"embedding failed: {exc}") from None
-    click.echo(f"Embedded {n} memories.")
+    click.echo(f"Embedded {count(n, 'memory')}.")
 
 
 @cli.command()
@@ -471,8 +472,8 @@ def import_cmd(c: Ctx, files: tuple[str, ...]) -> None:
     for line in rep["outcomes"]:
         click.echo(line)
     if rep["files"]:
-        click.echo(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {rep['stored']} facts stored; "
-                   "realmem now replaces them in the prompt.")
+        click.echo(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {count(rep['stored'], 'fact')} stored; "
+                   f"realmem now replaces {'it' if len(rep['files']) == 1 else 'them'} in the prompt.")
     else:
         click.echo("No facts were stored, so nothing is marked imported.")
         sys.exit(1)
@@ -494,7 +495,7 @@ def prune_paths(c: Ctx, yes: bool) -> None:
     if not yes and not click.confirm("Apply these changes?", default=False):
         sys.exit(1)
     missing.prune(app)
-    click.echo(f"Pruned {len(plan)} memories.")
+    click.echo(f"Pruned {count(len(plan), 'memory')}.")
 
 
 @cli.command(name="fix-gitignore")

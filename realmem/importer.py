@@ -14,6 +14,7 @@ from typing import Any
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.prompt import file_hash
+from realmem.words import count
 
 CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
 STORED = (ev.MemoryAdded, ev.MemoryEdited, ev.Reinforced)
@@ -80,7 +81,8 @@ def finish(app: Realmem) -> dict[str, Any]:
             events.append(ev.ContextImported(f, key, file_hash(p.read_text(encoding="utf-8", errors="replace")), stored))
     app.emit(events)
     names = ", ".join(Path(e.path).name for e in events)
-    return {"text": f"Imported {names} ({stored} facts stored). realmem now replaces them in the prompt.",
+    return {"text": f"Imported {names} ({count(stored, 'fact')} stored). realmem now replaces "
+                    f"{'it' if len(events) == 1 else 'them'} in the prompt.",
             "imported": [e.path for e in events]}
 
 

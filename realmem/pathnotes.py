@@ -17,6 +17,7 @@ from realmem.app import Realmem
 from realmem.judge import tier, urgency_key, urgency_scores
 from realmem.events import types as ev
 from realmem.events.types import Key
+from realmem.words import count
 
 WHOLE = {".", "~"}
 PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filename", "dir", "directory", "cwd",
@@ -156,7 +157,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     if counted:
         n = len(counted)
         where = sorted({p for e in counted for p in e.store_paths})[:5]
-        lines.append(f"{n} more memor{'y is' if n == 1 else 'ies are'} attached to {', '.join(where)}: "
+        lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {', '.join(where)}: "
                      f"realmem_recall paths=[...] lists them.")
     lines.append("</realmem-path-notes>")
     shown_now = full + caps

@@ -39,6 +39,7 @@ from realmem.lock import LockTimeout
 from realmem.project import store_kind
 from realmem.projections import files, index
 from realmem.projections.state import Memory
+from realmem.words import count
 
 logger = structlog.get_logger("realmem.remember")
 
@@ -652,7 +653,7 @@ def render_trace(outcome: Outcome) -> str:
         elif j.get("error"):
             out.append(f"Judge: {j['error']}")
         else:
-            out.append(f"Judge: {j.get('model')} ({j.get('requests')} requests)")
+            out.append(f"Judge: {j.get('model')} ({count(int(j.get('requests') or 0), 'request')})")
             for name, a in (j.get("answers") or {}).items():
                 if a["type"] == "choice":
                     probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a["probabilities"].items(),

@@ -6,6 +6,7 @@ from realmem import ids
 from realmem.project import store_kind
 from realmem.projections.state import Memory
 from realmem.recall import Result
+from realmem.words import count
 
 
 def where(m: Memory) -> str:
@@ -22,7 +23,7 @@ def recall_text(r: Result) -> str:
     if not r.items:
         msg = "No memories matched."
         return "\n".join([msg, *r.errors])
-    head = f"{r.total} memor{'y' if r.total == 1 else 'ies'}" + (f", page {r.page}/{r.pages}" if r.pages > 1 else "")
+    head = count(r.total, "memory") + (f", page {r.page}/{r.pages}" if r.pages > 1 else "")
     body = "\n\n".join(memory_block(i.memory, i.used_count) for i in r.items)
     tail = [f"More: page={r.page + 1}."] if r.page < r.pages else []
     return "\n".join([head + ":", "", body, *([""] + tail if tail else []), *r.errors])
@@ -31,7 +32,7 @@ def recall_text(r: Result) -> str:
 def list_text(r: Result) -> str:
     if not r.items:
         return "No memories yet."
-    lines = [f"{r.total} memories, page {r.page}/{r.pages} (sorted by path, then used):"]
+    lines = [f"{count(r.total, 'memory')}, page {r.page}/{r.pages} (sorted by path, then used):"]
     for i in r.items:
         lines.append(f"[{ids.short(i.memory.id)}] {i.memory.caption} ({where(i.memory)}"
                      + (f" · used {i.used_count}" if i.used_count else "") + ")")

@@ -23,6 +23,7 @@ from realmem import __version__, ids, logs
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import Config, ConfigError, home_dir
+from realmem.words import count
 
 logger = structlog.get_logger("realmem.rpc")
 
@@ -210,7 +211,7 @@ class Server:
                 errors.append(str(exc))
         if keys:
             memories.forget(app, keys)
-        done = [f"Forgot {len(keys)} memor{'y' if len(keys) == 1 else 'ies'}: "
+        done = [f"Forgot {count(len(keys), 'memory')}: "
                 + ", ".join(ids.short(k[1]) for k in keys)] if keys else []
         text = "\n".join(done + errors) or "Nothing forgotten."
         return {"text": text, "details": {"forgotten": [ids.short(k[1]) for k in keys], "errors": errors}}
@@ -262,7 +263,7 @@ class Server:
         changes = [{"id": ids.short(m.id), "caption": m.caption, "gone": gone, "kept": kept,
                     "delete": not kept} for m, gone, kept in plan]
         verb = "Pruned" if p.get("apply") else "Would prune"
-        lines = [f"{verb} {len(plan)} memories:" if plan else "No memory points at a missing path."]
+        lines = [f"{verb} {count(len(plan), 'memory')}:" if plan else "No memory points at a missing path."]
         lines += [f"  [{c['id']}] {c['caption']}: drop {', '.join(c['gone'])}" + (" (delete)" if c["delete"] else "")
                   for c in changes]
         return {"text": "\n".join(lines), "details": {"changes": changes}}
@@ -338,7 +339,7 @@ class Server:
         if embedder.client(app) is None:
             raise RealmemError("no embedding endpoint is set (/realmem settings)")
         n = embedder.embed_missing(app, progress=self.progress(p.get("progress_token")))
-        return {"text": f"Embedded {n} memories."}
+        return {"text": f"Embedded {count(n, 'memory')}."}
 
     def on_reindex(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import db
@@ -348,7 +349,7 @@ class Server:
             n = index.rebuild_fts(app.conn)
             index.prune_embeddings(app.conn)
             v = index.rebuild_vectors(app.conn)
-        return {"text": f"Reindexed {n} memories; {v} vectors indexed."}
+        return {"text": f"Reindexed {count(n, 'memory')}; {count(v, 'vector')} indexed."}
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import importer

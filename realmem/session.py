@@ -8,6 +8,7 @@ import structlog
 
 from realmem import gitignore, missing
 from realmem.app import Realmem
+from realmem.words import count
 
 logger = structlog.get_logger("realmem.session")
 
@@ -21,16 +22,16 @@ def start(app: Realmem) -> dict[str, Any]:
         level = "warning"
     flagged = missing.check(app)
     if flagged:
-        notes.append(f"{flagged} memor{'y points' if flagged == 1 else 'ies point'} at paths that no longer exist "
+        notes.append(f"{count(flagged, 'memory points', 'memories point')} at paths that no longer exist "
                      "(/realmem manage shows ✗ and suggested locations; /realmem prune-paths drops them).")
     key = app.project.key if app.project else None
     queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
     if queued:
-        notes.append(f"{queued} candidate memor{'y is' if queued == 1 else 'ies are'} queued for this project "
+        notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
                      "(retried automatically; /realmem retry).")
     problems = app.conn.execute("SELECT count(*) FROM problems").fetchone()[0]
     if problems:
-        notes.append(f"{problems} fact file{'s' if problems != 1 else ''} could not be read (/realmem status).")
+        notes.append(f"{count(problems, 'fact file')} could not be read (/realmem status).")
         level = "warning"
     try:
         from realmem.jobs.queue import ensure_worker

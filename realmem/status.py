@@ -8,6 +8,7 @@ from realmem import gitignore
 from realmem.app import Realmem
 from realmem.jobs.rewrite import bridge
 from realmem.project import store_kind
+from realmem.words import count
 
 
 def gather(app: Realmem) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def text(info: dict[str, Any]) -> str:
         lines.append(f"Project {info['project']['root']} ({info['project']['key']})")
     for s in info["stores"]:
         q = f", {s['quarantined']} quarantined" if s["quarantined"] else ""
-        lines.append(f"  {s['scope']:<8} {s['memories']:>5} memories{q}  {s['dir']}")
+        lines.append(f"  {s['scope']:<8} {count(s['memories'], 'memory'):>14}{q}  {s['dir']}")
     if info["queued"]:
         lines.append(f"Queued candidates: {info['queued']} (retried automatically; /realmem retry)")
     for name, e in info["endpoints"].items():
@@ -64,7 +65,7 @@ def text(info: dict[str, Any]) -> str:
     w = info["worker"]
     lines.append(f"Worker: {'running (pid ' + str(w['pid']) + ')' if w.get('alive') else 'not running'}")
     if info["missing_paths"]:
-        lines.append(f"{info['missing_paths']} memories point at paths that no longer exist (/realmem manage, prune-paths).")
+        lines.append(f"{count(info['missing_paths'], 'memory points', 'memories point')} at paths that no longer exist (/realmem manage, prune-paths).")
     for p in info["problems"]:
         lines.append(f"Problem: {p['message']}")
     if info["gitignore"]:

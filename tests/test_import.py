@@ -255,6 +255,6 @@ def test_cli_import(home: Path, files: Path, servers: tuple[FakeSystemOne, FakeC
     res = subprocess.run([sys.executable, "-m", "realmem.cli", "--home", str(home), "--cwd", str(files), "import",
                           "CLAUDE.md"], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert "Imported CLAUDE.md: 1 facts stored" in res.stdout
+    assert "Imported CLAUDE.md: 1 fact stored; realmem now replaces it in the prompt." in res.stdout
     with open_app(home, files, "t") as a:
         assert imported_paths(a) == [str(files / "CLAUDE.md")]

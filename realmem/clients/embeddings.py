@@ -17,6 +17,7 @@ import structlog
 from realmem.clients.base import ModelClient
 from realmem.clients.errors import EndpointError
 from realmem.config import Config
+from realmem.words import count
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +86,7 @@ class EmbeddingsClient(ModelClient):
         data = reply.get("data") if isinstance(reply, dict) else None
         if not isinstance(data, list) or len(data) != expected:
             got = len(data) if isinstance(data, list) else "no"
-            raise EndpointError(f"embedding reply has {got} vectors for {expected} inputs ({self.url})")
+            raise EndpointError(f"embedding reply has {count(got, 'vector')} for {count(expected, 'input')} ({self.url})")
         try:
             ordered = [item for _, item in sorted(
                 enumerate(data), key=lambda pair: int(pair[1].get("index", pair[0])))]

@@ -53,6 +53,7 @@ from realmem.jobs import rewrite as rw
 from realmem.jobs.rewrite import chat_client, rewrite
 from realmem.project import store_kind
 from realmem.projections.state import Memory
+from realmem.words import count
 
 logger = structlog.get_logger("realmem.consolidate")
 
@@ -520,7 +521,7 @@ def _revise_batch(app: Realmem, plan: _Plan, client: Any, root: Path, tree: tree
     try:
         reply = client.complete_json(path_prompt(summary, tree, items))
     except (EndpointUnavailable, EndpointError) as exc:
-        notes.append(f"path revision of {len(batch)} memories skipped: {exc}")
+        notes.append(f"path revision of {count(len(batch), 'memory')} skipped: {exc}")
         return
     for k in batch:
         answer = _answer_for(reply, ids.short(k[1]), k[1])
@@ -597,7 +598,7 @@ def consolidate(app: Realmem, *, stores: list[str] | None = None, revise_paths: 
     if do_paths:
         path_pass(app, plan, store_ids, tick, notes)
     if progress is not None:  # the last chance to cancel: nothing has been written yet
-        progress(total, total, f"applying {len(plan.forgets) + len(plan.groups)} changes")
+        progress(total, total, f"applying {count(len(plan.forgets) + len(plan.groups), 'change')}")
     changes = apply(app, plan)
     return Report(changes, reviewed, store_ids, notes=list(dict.fromkeys([*plan.notes, *notes])))
 
@@ -656,8 +657,7 @@ def render_report(report: Report) -> str:
     if report.cancelled:
         return f"Consolidation cancelled ({scopes}); nothing was written."
     written = [c for c in report.changes if c.kind not in ("skipped", "refused")]
-    lines = [f"Consolidation reviewed {report.reviewed} memor{'y' if report.reviewed == 1 else 'ies'} "
-             f"({scopes}): {len(written)} change{'' if len(written) == 1 else 's'}."]
+    lines = [f"Consolidation reviewed {count(report.reviewed, 'memory')} ({scopes}): {count(len(written), 'change')}."]
     if not report.changes:
         lines.append("Nothing to change.")
     for kind in KINDS:

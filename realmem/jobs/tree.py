@@ -23,6 +23,7 @@ import attrs
 
 from realmem import db
 from realmem.events.store import now_iso
+from realmem.words import count
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
@@ -135,7 +136,7 @@ def _build(file_list: Iterable[str]) -> _Dir:
 
 
 def _collapsed_line(d: _Dir) -> str:
-    return f"{d.name}/ ({d.total} file{'s' if d.total != 1 else ''})"
+    return f"{d.name}/ ({count(d.total, 'file')})"
 
 
 def collapse(file_list: Iterable[str], max_lines: int) -> list[str]:
