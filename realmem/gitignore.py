@@ -129,6 +129,8 @@ class _Repo:
     info_exclude: Path
     global_excludes: Path | None
     ignore_case: bool
+    head: Path  # the work tree's HEAD file (a checkout can bring other ignore rules)
+    config: Path  # the repository's own config (core.excludesFile may be set there)
 
 
 def check(root: Path) -> IgnoreStatus:
@@ -192,13 +194,14 @@ def _open_repo(root: Path) -> _Repo | None:
         return None
     try:
         proc = _git(
-            ["rev-parse", "--is-inside-work-tree", "--show-toplevel", "--git-path", "info/exclude"],
+            ["rev-parse", "--is-inside-work-tree", "--show-toplevel", "--git-path", "info/exclude",
+             "--git-path", "HEAD", "--git-path", "config"],
             cwd=root,
         )
     except FileNotFoundError:
         return None
     out = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if proc.returncode != 0 or len(out) != 3 or out[0] != "true":
+    if proc.returncode != 0 or len(out) != 5 or out[0] != "true":
         return None
     toplevel = Path(out[1]).resolve()
     return _Repo(
@@ -208,6 +211,8 @@ def _open_repo(root: Path) -> _Repo | None:
         info_exclude=(root / out[2]).resolve(),
         global_excludes=_global_excludes(root, toplevel),
         ignore_case=_config(root, ["--type=bool", "core.ignoreCase"]) == "true",
+        head=(root / out[3]).resolve(),
+        config=(root / out[4]).resolve(),
     )
 
 
@@ -216,11 +221,8 @@ def _global_excludes(root: Path, toplevel: Path) -> Path | None:
     configured = _config(root, ["--path", "core.excludesFile"])
     if configured:
         return (toplevel / configured).resolve()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    if xdg:
-        return (Path(xdg) / "git" / "ignore").resolve()
-    home = os.environ.get("HOME")
-    return (Path(home) / ".config" / "git" / "ignore").resolve() if home else None
+    default = _global_excludes_default()
+    return default.resolve() if default is not None else None
 
 
 def _config(root: Path, args: list[str]) -> str | None:
@@ -479,6 +481,86 @@ def store_warning(root: Path) -> str | None:
     """The user-facing warning for the shared store at ``root`` (None when it is shared);
     a git failure becomes a warning too, because session start and status must not fail."""
     try:
-        return check(root).warning()
+        return cached_check(root).warning()
     except GitIgnoreError as exc:
         return f"could not check whether .pi/realmem is ignored by git: {exc}"
+
+
+# --- a cheap re-check -----------------------------------------------------------------------------
+#
+# ``check`` runs git several times (and builds a scratch repository when the store is ignored),
+# too slow for every shared remember.  Its answer can only change when a file git reads for it
+# changes, so it is cached per root under the stat of each of them: every .gitignore on the way
+# to the store, info/exclude, the global excludes file, the git config files that name it, and
+# HEAD.  A fix appended by `fix-gitignore`, or a rule added by hand, changes one of them, so the
+# next remember sees it at once.
+
+_Stat = tuple[int, int, int, int] | None
+_CACHE: dict[Path, tuple[_Repo | None, tuple[object, ...], IgnoreStatus]] = {}
+
+
+def cached_check(root: Path) -> IgnoreStatus:
+    """``check``, answered from the cache while none of the ignore sources changed."""
+    root = root.resolve()
+    hit = _CACHE.get(root)
+    if hit is not None and hit[0] is not None and _signature(hit[0]) == hit[1]:
+        return hit[2]
+    repo = _open_repo(root)
+    if repo is None:
+        return IgnoreStatus(False, None, None)  # no git here: nothing to cache against
+    signature = _signature(repo)  # taken before the check: a change during it is seen next time
+    status = check(root)
+    _CACHE[root] = (repo, signature, status)
+    return status
+
+
+def _stat(path: Path | None) -> _Stat:
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+def _config_files() -> list[Path | None]:
+    """git's system and global config files, as git itself finds them."""
+    env = os.environ
+    home = Path(env["HOME"]) if env.get("HOME") else None
+    xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else (home / ".config" if home else None)
+    files: list[Path | None] = []
+    if env.get("GIT_CONFIG_GLOBAL"):
+        files.append(Path(env["GIT_CONFIG_GLOBAL"]))
+    else:
+        files += [home / ".gitconfig" if home else None, xdg / "git" / "config" if xdg else None]
+    if not env.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(Path(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"))
+    return files
+
+
+def _signature(repo: _Repo) -> tuple[object, ...]:
+    dirs = [repo.toplevel / d for d in sorted(_ignore_chain(repo))]
+    sources: list[Path | None] = [d / ".gitignore" for d in dirs]
+    sources += [repo.info_exclude, repo.global_excludes, repo.head, repo.config, *_config_files()]
+    default = _global_excludes_default()
+    if default is not None and default.resolve() != repo.global_excludes:
+        sources.append(default)  # read again if core.excludesFile is unset
+    env = tuple(os.environ.get(v) for v in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM",
+                                             "GIT_CONFIG_SYSTEM"))
+    return (env, tuple((str(p), _stat(p)) for p in sources))
+
+
+def _ignore_chain(repo: _Repo) -> set[PurePosixPath]:
+    """Top-level-relative directories whose .gitignore can decide about the store."""
+    store = repo.prefix / STORE
+    return {*store.parents, store}
+
+
+def _global_excludes_default() -> Path | None:
+    """Where git looks for global excludes when core.excludesFile is not set."""
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    if xdg:
+        return Path(xdg) / "git" / "ignore"
+    home = os.environ.get("HOME")
+    return Path(home) / ".config" / "git" / "ignore" if home else None

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import attrs
 import structlog
 
-from realmem import embedder, gate, ids, judge, memories, paths, safety, search
+from realmem import embedder, gate, gitignore, ids, judge, memories, paths, safety, search
 from realmem.app import Realmem, RealmemError
 from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
 from realmem.events import store as log
@@ -98,20 +97,15 @@ class _Queue(Exception):
 
 # --- small helpers ------------------------------------------------------------------------------
 
-_GITIGNORE: "weakref.WeakKeyDictionary[Realmem, bool]" = weakref.WeakKeyDictionary()
-
-
 def _shared_ignored(app: Realmem) -> bool:
+    """Whether git ignores the shared store now (re-checked whenever an ignore source changed)."""
     if app.project is None:
         return False
-    if app not in _GITIGNORE:
-        from realmem import gitignore
-        try:
-            _GITIGNORE[app] = gitignore.check(app.project.root).ignored
-        except Exception as exc:  # never fail a remember over a warning
-            logger.warning("gitignore.check_failed", error=str(exc))
-            _GITIGNORE[app] = False
-    return _GITIGNORE[app]
+    try:
+        return gitignore.cached_check(app.project.root).ignored
+    except Exception as exc:  # never fail a remember over a warning
+        logger.warning("gitignore.check_failed", error=str(exc))
+        return False
 
 
 def _scope_label(store: str) -> str:

@@ -6,6 +6,7 @@ so the user's own configuration and excludes file are never read or written.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from realmem.gitignore import (
     IgnoreRule,
     IgnoreStatus,
     apply_fix,
+    cached_check,
     check,
 )
 
@@ -337,3 +339,62 @@ def test_nested_warning_names_the_nested_file(env: Path, tmp_path: Path) -> None
     warning = check(root).warning()
     assert warning is not None
     assert warning.endswith("(appends !/realmem/, !/realmem/** to .pi/.gitignore).")
+
+
+# --- cached_check: cheap, and never stale -------------------------------------------------------
+
+def _global_excludes_file(root: Path, home: Path) -> None:
+    write(home / "my-ignore", ".pi/\n")
+    assert git(root, "config", "--global", "core.excludesFile", "~/my-ignore").returncode == 0
+
+
+SOURCES = {
+    "root-gitignore": lambda root, home: write(root / ".gitignore", ".pi/\n"),
+    "nested-gitignore": lambda root, home: write(root / ".pi/realmem/.gitignore", "*.md\n"),
+    "info-exclude": lambda root, home: write(root / ".git/info/exclude", ".pi/\n"),
+    "core-excludesfile": _global_excludes_file,
+    "xdg-default-excludes": lambda root, home: write(home / ".config/git/ignore", ".pi\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_cached_check_sees_a_new_rule_in_every_ignore_source(name: str, env: Path, tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    assert cached_check(root).ignored is False
+    SOURCES[name](root, env)
+    assert cached_check(root).ignored is True
+    assert cached_check(root) == check(root)
+
+
+def test_cached_check_answers_without_git_until_a_source_changes(env: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_repo(tmp_path / "repo")
+    write(root / ".gitignore", ".pi/\n")
+    first = cached_check(root)
+    assert first.ignored and first.fix is not None
+    real_path = os.environ["PATH"]
+    no_git = tmp_path / "no-git"
+    no_git.mkdir()
+    monkeypatch.setenv("PATH", str(no_git))  # any git call now fails: git is not found
+    assert cached_check(root) == first  # answered from the cache: no git process at all
+    monkeypatch.setenv("PATH", real_path)
+    after = apply_fix(root, first.fix)
+    assert after.ignored is False
+    assert cached_check(root).ignored is False  # the appended fix changed .gitignore
+    # and the reverse: ignored again by hand, mid-session
+    with (root / ".gitignore").open("a") as f:
+        f.write(".pi/realmem/\n")
+    assert cached_check(root).ignored is True
+
+
+def test_cached_check_follows_a_checkout(env: Path, tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    write(root / ".gitignore", "build/\n")
+    for args in (("add", ".gitignore"), ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"),
+                 ("checkout", "-qb", "other")):
+        assert git(root, *args).returncode == 0
+    write(root / ".gitignore", "build/\n.pi/\n")
+    assert git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "ignore .pi").returncode == 0
+    assert cached_check(root).ignored is True
+    assert git(root, "checkout", "-q", "-").returncode == 0
+    assert cached_check(root).ignored is False

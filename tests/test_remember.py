@@ -464,6 +464,24 @@ def test_shared_store_ignored_by_git_is_noted(app: Realmem, git):  # type: ignor
     assert personal.warnings == []
 
 
+def test_the_ignored_note_follows_fix_gitignore_and_new_rules_in_the_same_session(app: Realmem):
+    from realmem import gitignore
+    note = "note: .pi/realmem is ignored by git; this memory will not be committed"
+    root = app.project.root
+    (root / ".gitignore").write_text(".pi/\n")
+    assert note in remember(app, *JEST, user_requested=True).warnings
+    status = gitignore.check(root)
+    assert gitignore.apply_fix(root, status.fix).ignored is False  # what /realmem fix-gitignore does
+    after = remember(app, "Deploy with make deploy", "`make deploy` ships the site.", user_requested=True)
+    assert after.action == "add" and after.memory.store == app.project.shared_store
+    assert after.warnings == [] and "ignored by git" not in after.text
+    # ignored again mid-session (a rule added by hand): the note is back at once
+    with (root / ".gitignore").open("a") as f:
+        f.write(".pi/realmem/*.md\n")
+    again = remember(app, "Lint with ruff", "Run `ruff check .` before committing.", user_requested=True)
+    assert note in again.warnings
+
+
 def test_render_trace_shows_every_section(app: Realmem, servers):
     s1, _, chat = servers
     base = remember(app, *JEST, paths=["packages/a"]).memory
