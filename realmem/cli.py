@@ -17,6 +17,7 @@ from realmem import ids, logs
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import DEFAULTS, Config, ConfigError, home_dir, override
+from realmem.lock import LockTimeout
 from realmem.words import count
 
 
@@ -52,7 +53,7 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (RealmemError, EndpointError, EndpointUnavailable) as exc:
+        except (RealmemError, EndpointError, EndpointUnavailable, LockTimeout) as exc:
             _fail(str(exc), 1)
         except ConfigError as exc:
             _fail(str(exc), 2)

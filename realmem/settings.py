@@ -7,8 +7,11 @@ from typing import Any
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.clients.models import list_models, pick_model
 from realmem.config import Config
+from realmem.jobs.rewrite import bridge
 
 ENDPOINTS = ("semif", "embedding", "rewriter")
+REWRITER_BRIDGE = "Pi's current model (bridge)"
+REWRITER_UNSET = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
 
 
 def list_endpoint_models(cfg: Config, endpoint: str) -> list[str]:
@@ -29,7 +32,9 @@ def test_endpoints(cfg: Config) -> list[dict[str, Any]]:
         if not url:
             note = {"semif": "not set: new memories are queued until it is",
                     "embedding": "not set: recall and deduplication use BM25 only",
-                    "rewriter": "not set: Edit/Merge use Pi's current model through the adapter"}[name]
+                    "rewriter": REWRITER_UNSET}[name]
+            if name == "rewriter" and bridge(cfg.home) is not None:
+                note = REWRITER_BRIDGE
             results.append({"endpoint": name, "ok": name != "semif", "message": note})
             continue
         try:

@@ -7,6 +7,7 @@ from typing import Any
 from realmem import gitignore
 from realmem.app import Realmem
 from realmem.jobs.rewrite import bridge
+from realmem.settings import REWRITER_BRIDGE, REWRITER_UNSET
 from realmem.project import store_kind
 from realmem.words import count
 
@@ -54,9 +55,9 @@ def text(info: dict[str, Any]) -> str:
         if e["url"]:
             shown = f"{e['url']} · {e['model']}"
         elif e.get("bridge"):
-            shown = "Pi's current model (bridge)"
+            shown = REWRITER_BRIDGE
         elif name == "rewriter":
-            shown = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
+            shown = REWRITER_UNSET
         else:
             shown = "not set"
         lines.append(f"  {name:<9} {shown}")
