@@ -139,10 +139,11 @@ def check(root: Path) -> IgnoreStatus:
     A directory outside any git work tree (or a machine without git) has nothing to
     commit, so it is reported as not ignored.  Raises GitIgnoreError if git fails.
     """
-    repo = _open_repo(root)
-    if repo is None:
-        return IgnoreStatus(False, None, None)
-    if not _store_ignored(repo.root, ()):
+    return _check(_open_repo(root))
+
+
+def _check(repo: _Repo | None) -> IgnoreStatus:
+    if repo is None or not _store_ignored(repo.root, ()):
         return IgnoreStatus(False, None, None)
     rule = _name_rule(repo)
     return IgnoreStatus(True, rule, _find_fix(repo, rule))
@@ -509,7 +510,7 @@ def cached_check(root: Path) -> IgnoreStatus:
     if repo is None:
         return IgnoreStatus(False, None, None)  # no git here: nothing to cache against
     signature = _signature(repo)  # taken before the check: a change during it is seen next time
-    status = check(root)
+    status = _check(repo)
     _CACHE[root] = (repo, signature, status)
     return status
 
