@@ -22,6 +22,7 @@ import {
 
 const SNAPSHOT = "realmem-snapshot";
 const SHOWN = "realmem-shown";
+const DISABLED = "ctx_memory is disabled: realmem is this session's memory system; use realmem_recall / realmem_remember";
 
 function lastAssistantText(pi: PiHarness): string {
 	const messages = pi.session.messages;
@@ -103,7 +104,24 @@ describe("without the core", () => {
 		await pi.session.prompt("Remember that we use pnpm.");
 		assert.deepEqual(ran, []);
 		const [blocked] = toolResultTexts(pi.contexts.at(-1));
-		assert.match(blocked, /ctx_memory is disabled: realmem is this session's memory system\. Use realmem_recall \/ realmem_remember\./);
+		assert.equal(blocked, DISABLED);
+	});
+
+	test("a call to the deactivated tool gets realmem's message, the same on every model call", async () => {
+		const ran: string[] = [];
+		pi = await openPi(env, { extensionFactories: [otherMemorySystem(ran)] });
+		assert.ok(!pi.session.getActiveToolNames().includes("ctx_memory"));
+		pi.script(["ctx_memory", { note: "remember this" }], "noted", "second answer");
+		await pi.session.prompt("Remember that we use pnpm.");
+		await pi.session.prompt("And now?");
+		assert.deepEqual(ran, []);
+		// The model saw realmem's message after the call and again, byte for byte, on the next turn.
+		assert.deepEqual(toolResultTexts(pi.contexts[1]), [DISABLED]);
+		assert.deepEqual(toolResultTexts(pi.contexts[2]), [DISABLED]);
+		// The session file keeps Pi's own answer; only the model's copy is rewritten.
+		const stored = pi.session.messages.find((m) => m.role === "toolResult");
+		assert.ok(stored && stored.role === "toolResult");
+		assert.equal(stored.content.map((c) => (c.type === "text" ? c.text : "")).join(""), "Tool ctx_memory not found");
 	});
 });
 

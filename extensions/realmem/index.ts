@@ -256,6 +256,11 @@ export class Realmem {
 	}
 }
 
+/** What the model gets for any call to a hidden memory tool (blocked or not found). */
+export function hiddenToolMessage(toolName: string): string {
+	return `${toolName} is disabled: realmem is this session's memory system; use realmem_recall / realmem_remember`;
+}
+
 /** Run a handler without ever throwing into Pi; failures become one notification. */
 function guard<E, R>(
 	realmem: Realmem,
@@ -300,10 +305,22 @@ export default function realmemExtension(pi: ExtensionAPI): void {
 
 	pi.on("tool_call", (event) => {
 		if (!realmem.isHidden(event.toolName)) return undefined;
-		return {
-			block: true,
-			reason: `${event.toolName} is disabled: realmem is this session's memory system. Use realmem_recall / realmem_remember.`,
-		};
+		return { block: true, reason: hiddenToolMessage(event.toolName) };
+	});
+
+	// A call to a hidden (deactivated) tool never reaches tool_call: Pi answers "Tool X not found"
+	// itself. Rewrite that answer in the copy the model gets, identically every time, so the
+	// prompt prefix stays byte-stable for the cache.
+	pi.on("context", (event) => {
+		let changed = false;
+		const messages = event.messages.map((message) => {
+			if (message.role !== "toolResult" || !message.isError || !realmem.isHidden(message.toolName)) return message;
+			const text = message.content.map((part) => (part.type === "text" ? part.text : "")).join("");
+			if (text !== `Tool ${message.toolName} not found`) return message;
+			changed = true;
+			return { ...message, content: [{ type: "text" as const, text: hiddenToolMessage(message.toolName) }] };
+		});
+		return changed ? { messages } : undefined;
 	});
 
 	pi.on(

@@ -76,10 +76,12 @@ const STDERR_TAIL_LINES = 20;
  * Where the core's executable is: REALMEM_BIN, else the checkout's virtual environment next to
  * this extension (extensions/realmem -> ../../.venv/bin/realmem), else `realmem` on PATH.
  */
+/** The realmem checkout this extension runs from; `npm install` there creates .venv with the core. */
+const CHECKOUT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
 export function resolveRealmemBin(env: NodeJS.ProcessEnv = process.env): string {
 	if (env.REALMEM_BIN) return env.REALMEM_BIN;
-	const here = dirname(fileURLToPath(import.meta.url));
-	const venv = resolve(here, "..", "..", ".venv", process.platform === "win32" ? "Scripts" : "bin", "realmem");
+	const venv = resolve(CHECKOUT, ".venv", process.platform === "win32" ? "Scripts" : "bin", "realmem");
 	for (const candidate of process.platform === "win32" ? [`${venv}.exe`, venv] : [venv]) {
 		if (existsSync(candidate)) return candidate;
 	}
@@ -223,7 +225,7 @@ export class RpcClient {
 		child.once("error", (error: NodeJS.ErrnoException) => {
 			const reason =
 				error.code === "ENOENT"
-					? `realmem core not found (${command}). Install it (pip install -e . in the realmem checkout) or set REALMEM_BIN.`
+					? `realmem core not found (${command}). Run "npm install" in the realmem checkout (${CHECKOUT}); it creates .venv with the core. Or set REALMEM_BIN.`
 					: `realmem core could not start (${command}): ${error.message}`;
 			this.onChildGone(child, this.unavailable(reason), true);
 		});
