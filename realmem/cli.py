@@ -465,11 +465,20 @@ def settings_models(c: Ctx, endpoint: str) -> None:
 
 @cli.command(name="import")
 @click.argument("files", nargs=-1)
+@click.option("--force", is_flag=True, help="import again files that are already imported and unchanged")
 @pass_ctx
-def import_cmd(c: Ctx, files: tuple[str, ...]) -> None:
-    """Split AGENTS.md / CLAUDE.md into facts (through the chat model) and remember them."""
-    from realmem.importer import import_headless
-    rep = import_headless(c.app(), list(files), progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True))
+def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
+    """Split AGENTS.md / CLAUDE.md into facts (through the chat model) and remember them.
+
+    Example: realmem import AGENTS.md
+    """
+    from realmem.importer import already_text, import_headless
+    rep = import_headless(c.app(), list(files), progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True),
+                          force=force)
+    if rep["skipped"]:
+        click.echo(already_text([Path(f) for f in rep["skipped"]], "realmem import"))
+        if not rep["outcomes"]:
+            return
     for line in rep["outcomes"]:
         click.echo(line)
     if rep["files"]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
-from realmem.prompt import file_hash
+from realmem.prompt import file_hash, imported
 from realmem.words import count
 
 CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
@@ -33,13 +33,29 @@ def candidates(app: Realmem) -> list[Path]:
     return found
 
 
-def begin(app: Realmem, files: list[str]) -> dict[str, Any]:
+def unchanged(app: Realmem, paths: list[Path]) -> list[Path]:
+    """The files already imported and unchanged since: importing them again would only repeat facts."""
+    return [p for p in paths if imported(app, str(p), p.read_text(encoding="utf-8", errors="replace"))]
+
+
+def already_text(paths: list[Path], command: str) -> str:
+    names = ", ".join(p.name for p in paths)
+    verb = "is" if len(paths) == 1 else "are"
+    return f"{names} {verb} already imported and unchanged since; nothing to do ({command} --force imports again)."
+
+
+def begin(app: Realmem, files: list[str], force: bool = False) -> dict[str, Any]:
     paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise RealmemError(f"not a file: {', '.join(missing)}")
     if not paths:
         return {"prompt": None, "files": [], "text": "No AGENTS.md or CLAUDE.md here to import."}
+    skipped = [] if force else unchanged(app, paths)
+    if skipped == paths:
+        return {"prompt": None, "files": [], "skipped": [str(p) for p in skipped],
+                "text": already_text(skipped, "/realmem import")}
+    paths = [p for p in paths if p not in skipped]
     key = app.project.key if app.project else None
     app.emit([ev.ImportStarted(key, [str(p) for p in paths])])
     blocks = "\n\n".join(f"<file path=\"{p}\">\n{p.read_text(encoding='utf-8', errors='replace')}\n</file>"
@@ -52,8 +68,10 @@ def begin(app: Realmem, files: list[str]) -> dict[str, Any]:
         "personal for this machine only, global for the user's general preferences. Skip "
         "boilerplate and anything already known. When done, say how many facts you stored.\n\n" + blocks
     )
-    return {"prompt": prompt, "files": [str(p) for p in paths],
-            "text": f"Importing {', '.join(p.name for p in paths)}: the agent is splitting them into facts."}
+    text = f"Importing {', '.join(p.name for p in paths)}: the agent is splitting them into facts."
+    if skipped:
+        text += f" Skipped {', '.join(p.name for p in skipped)}: already imported and unchanged."
+    return {"prompt": prompt, "files": [str(p) for p in paths], "skipped": [str(p) for p in skipped], "text": text}
 
 
 def finish(app: Realmem) -> dict[str, Any]:
@@ -72,6 +90,10 @@ def finish(app: Realmem) -> dict[str, Any]:
         f"SELECT count(*) FROM events WHERE seq > ? AND session IS ? AND type IN "
         f"({','.join('?' * len(STORED))})", (started, app.session, *[t.TYPE for t in STORED])).fetchone()[0]
     if not stored:
+        kept = [Path(f) for f in files if Path(f).is_file()]
+        if kept and unchanged(app, kept) == kept:  # a forced re-import of files realmem already replaces
+            return {"text": f"No new facts were stored; {', '.join(p.name for p in kept)} "
+                            f"stay{'s' if len(kept) == 1 else ''} imported from the earlier import.", "imported": []}
         return {"text": "No facts were stored, so the context files stay in the prompt. Run /realmem import again.",
                 "imported": []}
     events = []
@@ -96,9 +118,10 @@ SPLIT_PROMPT = (
 )
 
 
-def import_headless(app: Realmem, files: list[str], progress=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def import_headless(app: Realmem, files: list[str], progress=None, force: bool = False) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """`realmem import` without Pi: the configured chat model (rewriter endpoint, or the Pi
-    bridge while a session runs) splits each file; every fact goes through the remember gate."""
+    bridge while a session runs) splits each file; every fact goes through the remember gate.
+    Files already imported and unchanged are skipped unless ``force``."""
     from realmem.clients.errors import EndpointError, EndpointUnavailable
     from realmem.jobs.rewrite import chat_client
     from realmem.remember import remember
@@ -106,12 +129,19 @@ def import_headless(app: Realmem, files: list[str], progress=None) -> dict[str, 
     paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
     if not paths:
         raise RealmemError("no AGENTS.md or CLAUDE.md here to import")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise RealmemError(f"not a file: {', '.join(missing)}")
+    skipped = [] if force else unchanged(app, paths)
+    report: dict[str, Any] = {"files": [], "stored": 0, "outcomes": [], "skipped": [str(p) for p in skipped]}
+    paths = [p for p in paths if p not in skipped]
+    if not paths:
+        return report
     client = chat_client(app)
     if not client.configured:
         raise RealmemError("importing without Pi needs a chat model: set rewriter.url (realmem settings set "
                            "rewriter.url URL), or run /realmem import inside Pi")
     key = app.project.key if app.project else None
-    report: dict[str, Any] = {"files": [], "stored": 0, "outcomes": []}
     try:
         for p in paths:
             text = p.read_text(encoding="utf-8", errors="replace")

@@ -65,15 +65,40 @@ def imported(app: Realmem, path: str, content: str) -> bool:
     return row is not None and row[0] == file_hash(content)
 
 
-def strip_context_files(app: Realmem, system_prompt: str, context_files: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """Cut Pi's ``## <path>\\n\\n<content>\\n\\n`` block of every imported context file."""
+# What Pi writes before the context-file blocks (pi-coding-agent 0.73.1, core/system-prompt.js).
+CONTEXT_HEADER = "\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n"
+
+
+def strip_context_files(app: Realmem, system_prompt: str, context_files: list[dict[str, Any]],
+                        only: list[str] | None = None) -> tuple[str, list[str]]:
+    """Cut Pi's ``## <path>\n\n<content>\n\n`` block of every imported context file, and Pi's
+    ``# Project Context`` header when no file is left under it.
+
+    ``only`` names the files to cut, decided once at a session's first prompt: an import during the
+    session then changes nothing until the next session, so the running prompt stays byte-identical.
+    """
     stripped = []
     for f in context_files:
         path, content = str(f.get("path", "")), str(f.get("content", ""))
-        if not path or not imported(app, path, content):
+        if not path or not (path in only if only is not None else imported(app, path, content)):
             continue
         block = f"## {path}\n\n{content}\n\n"
         if block in system_prompt:
             system_prompt = system_prompt.replace(block, "", 1)
             stripped.append(path)
+    if stripped and len(stripped) == sum(1 for f in context_files if f.get("path")):
+        system_prompt = system_prompt.replace(CONTEXT_HEADER, "", 1)
     return system_prompt, stripped
+
+
+def stripped_files(app: Realmem) -> list[str]:
+    """The context files Pi loads for this cwd (AGENTS.md / CLAUDE.md in the cwd and its
+    ancestors) that realmem will strip: imported and unchanged since."""
+    rows = [r[0] for r in app.conn.execute("SELECT path FROM imported_files ORDER BY path")]
+    ancestors = {app.cwd, *app.cwd.parents}
+    out = []
+    for path in rows:
+        p = Path(path)
+        if p.parent in ancestors and p.is_file() and imported(app, path, p.read_text(encoding="utf-8", errors="replace")):
+            out.append(path)
+    return out

@@ -155,8 +155,9 @@ class Server:
 
     def on_strip_context_files(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import prompt
+        only = _strs(p["only"]) if p.get("only") is not None else None
         text, stripped = prompt.strip_context_files(self.app(p), str(p.get("system_prompt", "")),
-                                                    list(p.get("context_files") or []))
+                                                    list(p.get("context_files") or []), only=only)
         return {"system_prompt": text, "stripped": stripped}
 
     def on_path_notes(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -353,7 +354,7 @@ class Server:
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import importer
-        return importer.begin(self.app(p), _strs(p.get("files")))
+        return importer.begin(self.app(p), _strs(p.get("files")), force=bool(p.get("force")))
 
     def on_import_finish(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import importer

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from realmem import gitignore, missing
+from realmem import gitignore, missing, prompt
 from realmem.app import Realmem
 from realmem.words import count
 
@@ -24,6 +25,11 @@ def start(app: Realmem) -> dict[str, Any]:
     if flagged:
         notes.append(f"{count(flagged, 'memory points', 'memories point')} at paths that no longer exist "
                      "(/realmem manage shows ✗ and suggested locations; /realmem prune-paths drops them).")
+    stripped = prompt.stripped_files(app)
+    if stripped:
+        # Pi's own startup list still shows them under [Context]; say they are not in the prompt.
+        notes.append(f"Imported, so not in the prompt: {', '.join(_display(app, p) for p in stripped)} "
+                     f"(realmem replaces {'it' if len(stripped) == 1 else 'them'}).")
     key = app.project.key if app.project else None
     queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
     if queued:
@@ -42,5 +48,11 @@ def start(app: Realmem) -> dict[str, Any]:
         "notification": ("realmem: " + " ".join(notes)) if notes else None,
         "level": level,
         "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
-        "queued": queued, "missing": flagged, "gitignore": warning,
+        "queued": queued, "missing": flagged, "gitignore": warning, "stripped": stripped,
     }
+
+
+def _display(app: Realmem, path: str) -> str:
+    """A context file as the user knows it: relative to the cwd when under it."""
+    p = Path(path)
+    return str(p.relative_to(app.cwd)) if p.is_relative_to(app.cwd) else str(p)

@@ -290,11 +290,11 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		assert.equal(existsSync(file), false);
 	});
 
-	test("an imported AGENTS.md disappears from the system prompt", async () => {
+	test("an import strips AGENTS.md from the next session on, and an unchanged file is not imported again", async () => {
 		const pi = await session();
 		pi.script("before");
 		await pi.session.prompt("hello");
-		assert.match(pi.systemPrompts[0], /## [^\n]*AGENTS\.md\n\n# Agents/);
+		assert.match(pi.systemPrompts[0], /# Project Context\n\nProject-specific instructions and guidelines:\n\n## [^\n]*AGENTS\.md\n\n# Agents/);
 
 		// /realmem import: the agent stores facts from the file, then import_finish marks it.
 		pi.script(
@@ -314,17 +314,46 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		// The command hands the import instruction to the agent; import_finish runs at agent_end.
 		await waitFor(() => pi.notifications.length >= before + 2, "import_begin and import_finish notifications");
 		await pi.session.agent.waitForIdle();
-		assert.ok(
-			pi.notifications.slice(before).some((n) => /AGENTS\.md/.test(n.message)),
-			JSON.stringify(pi.notifications),
-		);
+		assert.match(pi.notifications.at(-1)?.message ?? "", /Imported AGENTS\.md \(1 facts? stored\)/);
 
-		// A new session (new snapshot) no longer carries the file.
+		// The running session's prompt stays byte-identical (prompt cache), import or not.
+		pi.script("still here");
+		await pi.session.prompt("after the import");
+		assert.ok(pi.systemPrompts.length >= 4);
+		for (const prompt of pi.systemPrompts) assert.equal(prompt, pi.systemPrompts[0]);
+
+		// The next session no longer carries the file, nor an empty Project Context header, and
+		// its start notification says which file realmem strips (Pi's [Context] list still shows it).
 		await open.pop()?.close();
 		const fresh = await session();
+		await waitFor(() => fresh.notifications.some((n) => /not in the prompt/.test(n.message)), "the session-start notification");
+		assert.ok(
+			fresh.notifications.some((n) => n.message.includes("Imported, so not in the prompt: AGENTS.md (realmem replaces it).")),
+			JSON.stringify(fresh.notifications),
+		);
 		fresh.script("after");
 		await fresh.session.prompt("hello again");
-		assert.doesNotMatch(fresh.systemPrompts[0], /# Agents\n\nRun the tests with `make check`/);
+		assert.doesNotMatch(fresh.systemPrompts[0], /Run the tests with `make check`/);
+		assert.doesNotMatch(fresh.systemPrompts[0], /# Project Context/);
 		assert.match(fresh.systemPrompts[0], /<realmem>/);
+
+		// Importing the unchanged file again does nothing: no agent run, no new import.
+		const calls = fresh.systemPrompts.length;
+		await fresh.session.prompt("/realmem import");
+		await fresh.session.agent.waitForIdle();
+		assert.equal(
+			fresh.notifications.at(-1)?.message,
+			"AGENTS.md is already imported and unchanged since; nothing to do (/realmem import --force imports again).",
+		);
+		assert.equal(fresh.systemPrompts.length, calls);
+
+		// --force runs the import again; storing nothing new leaves the earlier import standing.
+		fresh.script("Nothing new to store.");
+		const forcedAt = fresh.notifications.length;
+		await fresh.session.prompt("/realmem import --force");
+		await waitFor(() => fresh.notifications.length >= forcedAt + 2, "the forced import's notifications");
+		await fresh.session.agent.waitForIdle();
+		assert.equal(fresh.systemPrompts.length, calls + 1);
+		assert.equal(fresh.notifications.at(-1)?.message, "No new facts were stored; AGENTS.md stays imported from the earlier import.");
 	});
 });

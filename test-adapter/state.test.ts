@@ -23,7 +23,12 @@ const compaction = (firstKeptEntryId: string) =>
 describe("session entries", () => {
 	test("the latest snapshot on the branch wins; none means undefined", () => {
 		assert.equal(findSnapshot([user()]), undefined);
-		assert.equal(findSnapshot([custom("realmem-snapshot", { text: "a" }), user(), custom("realmem-snapshot", { text: "" })]), "");
+		assert.deepEqual(findSnapshot([custom("realmem-snapshot", { text: "a" }), user(), custom("realmem-snapshot", { text: "" })]), { text: "" });
+		// The stripped set travels with the snapshot; an old entry without it says so (undefined).
+		assert.deepEqual(findSnapshot([custom("realmem-snapshot", { text: "a", stripped: ["/p/AGENTS.md", 3] })]), {
+			text: "a",
+			stripped: ["/p/AGENTS.md"],
+		});
 	});
 
 	test("shown ids accumulate over the branch", () => {

@@ -144,6 +144,35 @@ def test_a_file_edited_during_the_import_is_marked_with_its_new_content(home: Pa
         assert prompt.imported(a, "AGENTS.md", AGENTS + "- New rule.\n")
 
 
+def test_an_imported_unchanged_file_is_not_imported_again_unless_forced(home: Path, files: Path) -> None:
+    agents = files / "AGENTS.md"
+    with open_app(home, files, "s1") as a:
+        importer.begin(a, ["AGENTS.md"])
+        store_fact(a)
+        assert importer.finish(a)["imported"] == [str(agents)]
+        events = a.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        again = importer.begin(a, ["AGENTS.md"])
+        assert again == {"prompt": None, "files": [], "skipped": [str(agents)],
+                         "text": "AGENTS.md is already imported and unchanged since; nothing to do "
+                                 "(/realmem import --force imports again)."}
+        assert a.conn.execute("SELECT count(*) FROM events").fetchone()[0] == events  # no import started
+        # Without file arguments the other, never imported file is still imported.
+        both = importer.begin(a, [])
+        assert both["files"] == [str(files / "CLAUDE.md")] and both["skipped"] == [str(agents)]
+        assert "Skipped AGENTS.md: already imported and unchanged." in both["text"]
+        assert AGENTS not in both["prompt"]
+        forced = importer.begin(a, ["AGENTS.md"], force=True)
+        assert forced["files"] == [str(agents)] and AGENTS in forced["prompt"]
+        # A forced run that stores nothing new leaves the earlier import standing, and says so.
+        res = importer.finish(a)
+        assert res == {"text": "No new facts were stored; AGENTS.md stays imported from the earlier import.",
+                       "imported": []}
+        assert prompt.imported(a, str(agents), AGENTS)
+        agents.write_text(AGENTS + "- New rule.\n", encoding="utf-8")
+        changed = importer.begin(a, ["AGENTS.md"])
+        assert changed["files"] == [str(agents)] and changed["skipped"] == []
+
+
 # --- headless import through a chat model ----------------------------------------------------------
 
 @pytest.fixture
@@ -258,3 +287,27 @@ def test_cli_import(home: Path, files: Path, servers: tuple[FakeSystemOne, FakeC
     assert "Imported CLAUDE.md: 1 fact stored; realmem now replaces it in the prompt." in res.stdout
     with open_app(home, files, "t") as a:
         assert imported_paths(a) == [str(files / "CLAUDE.md")]
+
+
+def test_cli_import_skips_an_imported_unchanged_file_unless_forced(home: Path, files: Path,
+                                                                   servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    fact = facts_json({"caption": "The user prefers short answers", "content": "Keep answers short.",
+                       "scope": "personal"})
+    chat.script([fact, fact])
+    env = {**os.environ, "REALMEM_HOME": str(home)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "realmem.cli", "--home", str(home), "--cwd", str(files), "import",
+                               "CLAUDE.md", *args], capture_output=True, text=True, env=env, timeout=300)
+
+    assert run().returncode == 0
+    asked = len([r for r in chat.requests if r.path == "/v1/chat/completions"])
+    res = run()
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ("CLAUDE.md is already imported and unchanged since; nothing to do "
+                          "(realmem import --force imports again).\n")
+    assert len([r for r in chat.requests if r.path == "/v1/chat/completions"]) == asked  # the model was not asked
+    forced = run("--force")
+    assert forced.returncode == 0, forced.stderr
+    assert len([r for r in chat.requests if r.path == "/v1/chat/completions"]) == asked + 1

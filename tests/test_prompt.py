@@ -96,9 +96,11 @@ CLAUDE = "# Claude\n\nThe API lives in src/api.\n"
 
 
 def pi_prompt(files: list[tuple[str, str]]) -> str:
-    """The system prompt as Pi builds it: a project-context section with a block per file."""
+    """The system prompt as Pi 0.73.1 builds it: a project-context section with a block per file,
+    and no section at all without files."""
     blocks = "".join(f"## {p}\n\n{c}\n\n" for p, c in files)
-    return f"You are Pi.\n\n# Project Context\n\nProject-specific instructions:\n\n{blocks}Current date: today\n"
+    context = f"\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n{blocks}" if files else ""
+    return f"You are Pi.{context}\nCurrent date: today\n"
 
 
 def import_agents(app: Realmem, repo: Path) -> Path:
@@ -164,3 +166,36 @@ def test_strip_over_rpc(home: Path, app: Realmem, repo: Path) -> None:
     for apps in server.all_apps:
         for a in apps.values():
             a.close()
+
+
+def test_strip_only_cuts_exactly_the_files_the_session_decided_on(app: Realmem, repo: Path) -> None:
+    (repo / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    (repo / "CLAUDE.md").write_text(CLAUDE, encoding="utf-8")
+    agents = import_agents(app, repo)
+    claude = repo / "CLAUDE.md"
+    files = [(str(agents), AGENTS), (str(claude), CLAUDE)]
+    system = pi_prompt(files)
+    given = [{"path": p, "content": c} for p, c in files]
+    # Imported during the session: the session's first prompt decided on no file, so nothing changes.
+    assert prompt.strip_context_files(app, system, given, only=[]) == (system, [])
+    # The stored set is authoritative either way (the file's import state is not asked again).
+    assert prompt.strip_context_files(app, system, given, only=[str(claude)]) == (pi_prompt(files[:1]), [str(claude)])
+
+
+def test_no_empty_project_context_header_when_every_file_is_stripped(app: Realmem, repo: Path) -> None:
+    (repo / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    agents = import_agents(app, repo)
+    system = pi_prompt([(str(agents), AGENTS)])
+    out, stripped = prompt.strip_context_files(app, system, [{"path": str(agents), "content": AGENTS}])
+    assert stripped == [str(agents)]
+    assert out == "You are Pi.\nCurrent date: today\n"
+    assert "# Project Context" not in out
+
+
+def test_stripped_files_are_the_imported_unchanged_files_of_this_cwd(app: Realmem, repo: Path) -> None:
+    (repo / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    assert prompt.stripped_files(app) == []
+    agents = import_agents(app, repo)
+    assert prompt.stripped_files(app) == [str(agents)]
+    agents.write_text(AGENTS + "Changed.\n", encoding="utf-8")
+    assert prompt.stripped_files(app) == []

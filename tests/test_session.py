@@ -116,3 +116,16 @@ def test_everything_at_once_in_one_notification(home: Path, repo: Path, git: Any
     assert note.count("realmem:") == 1
     assert "ignored by git" in note and "no longer exist" in note and "1 candidate memory is queued" in note
     assert res["level"] == "warning"
+
+
+def test_the_notification_names_the_context_files_realmem_strips(home: Path, repo: Path) -> None:
+    from realmem import importer
+    (repo / "AGENTS.md").write_text("# Agents\n\nRun make test.\n", encoding="utf-8")
+    with Realmem.open(home, repo, session="s1", scan=False) as a:
+        importer.begin(a, [])
+        memories.add(a, "Run make test", "Run `make test`.", store=a.store_for_scope("shared"), stored_paths=["."],
+                     source="remember")
+        assert importer.finish(a)["imported"] == [str(repo / "AGENTS.md")]
+    res = start(home, repo)
+    assert res["stripped"] == [str(repo / "AGENTS.md")]
+    assert res["notification"] == "realmem: Imported, so not in the prompt: AGENTS.md (realmem replaces it)."

@@ -124,15 +124,17 @@ const SUBCOMMANDS: Subcommand[] = [
 	},
 	{
 		name: "import",
-		description: "the agent splits AGENTS.md / CLAUDE.md into memories",
+		description: "the agent splits AGENTS.md / CLAUDE.md into memories: [file ...] [--force]",
 		async run(realmem, args, ctx) {
 			// The import is judged by what the agent run stores, so it must be the only run.
 			await ctx.waitForIdle();
+			const files = args.filter((arg) => arg !== "--force");
 			let begun: ImportBeginResult;
 			try {
 				begun = await realmem.core.call<ImportBeginResult>("import_begin", {
 					...base(ctx),
-					...(args.length ? { files: args } : {}),
+					...(files.length ? { files } : {}),
+					force: args.includes("--force"),
 				});
 			} catch (error) {
 				return show(ctx, describeError(error), "error");

@@ -19,6 +19,8 @@ export interface SessionStartResult {
 	queued: number;
 	missing: number;
 	gitignore: string | null;
+	/** Imported context files realmem cuts from the prompt (Pi's startup list still shows them). */
+	stripped?: string[];
 }
 
 export interface TextResult {
@@ -40,6 +42,8 @@ export interface StripResult {
 export interface ImportBeginResult {
 	prompt: string | null;
 	files: string[];
+	/** Already imported and unchanged: not imported again without --force. */
+	skipped?: string[];
 	text: string;
 }
 

@@ -142,35 +142,68 @@ export class Realmem {
 
 	/**
 	 * System prompt = Pi's prompt minus imported context files, plus the session's snapshot of
-	 * the <realmem> section. The snapshot is computed once per branch and stored, so the result
-	 * is byte-identical on every turn, after reload and on resume.
+	 * the <realmem> section. Both the section and the set of stripped files are decided once per
+	 * branch and stored, so the result is byte-identical on every turn, after reload and on
+	 * resume; an import during the session takes effect from the next session on.
 	 */
 	async systemPrompt(ctx: ExtensionContext, systemPrompt: string, contextFiles: Array<{ path: string; content: string }>) {
 		this.ctx = ctx;
-		let snapshot = findSnapshot(ctx.sessionManager.getBranch());
-		if (snapshot === undefined) {
-			try {
-				snapshot = (await this.core.call<TextResult>("prompt_section", { cwd: ctx.cwd })).text;
-				this.pi.appendEntry<SnapshotData>(SNAPSHOT_ENTRY, { text: snapshot });
-			} catch (error) {
-				// No snapshot stored: the next prompt tries again.
-				this.warnOnce(ctx, error);
-				return undefined;
-			}
+		const files = contextFiles.map(({ path, content }) => ({ path, content }));
+		const stored = findSnapshot(ctx.sessionManager.getBranch());
+		if (stored) {
+			const base = await this.strip(ctx, systemPrompt, files, stored.stripped);
+			return stored.text ? `${base}\n\n${stored.text}` : base;
+		}
+		let text: string;
+		try {
+			text = (await this.core.call<TextResult>("prompt_section", { cwd: ctx.cwd })).text;
+		} catch (error) {
+			// No snapshot stored: the next prompt tries again.
+			this.warnOnce(ctx, error);
+			return undefined;
 		}
 		let base = systemPrompt;
+		let stripped: string[] = [];
 		try {
-			const stripped = await this.core.call<StripResult>("strip_context_files", {
-				cwd: ctx.cwd,
-				system_prompt: systemPrompt,
-				context_files: contextFiles.map(({ path, content }) => ({ path, content })),
-			});
-			base = stripped.system_prompt;
+			const result = await this.stripCall(ctx, systemPrompt, files);
+			base = result.system_prompt;
+			stripped = result.stripped;
 		} catch (error) {
 			// Keeping an imported AGENTS.md is harmless; losing the memory section is not.
 			this.warnOnce(ctx, error);
 		}
-		return snapshot ? `${base}\n\n${snapshot}` : base;
+		this.pi.appendEntry<SnapshotData>(SNAPSHOT_ENTRY, { text, stripped });
+		return text ? `${base}\n\n${text}` : base;
+	}
+
+	/** Cut the files this session strips (`only`; undefined: an old entry, ask the core). */
+	private async strip(
+		ctx: ExtensionContext,
+		systemPrompt: string,
+		files: Array<{ path: string; content: string }>,
+		only: string[] | undefined,
+	): Promise<string> {
+		if (only?.length === 0) return systemPrompt;
+		try {
+			return (await this.stripCall(ctx, systemPrompt, files, only)).system_prompt;
+		} catch (error) {
+			this.warnOnce(ctx, error);
+			return systemPrompt;
+		}
+	}
+
+	private stripCall(
+		ctx: ExtensionContext,
+		systemPrompt: string,
+		files: Array<{ path: string; content: string }>,
+		only?: string[],
+	): Promise<StripResult> {
+		return this.core.call<StripResult>("strip_context_files", {
+			cwd: ctx.cwd,
+			system_prompt: systemPrompt,
+			context_files: files,
+			...(only ? { only } : {}),
+		});
 	}
 
 	/** Append path notes for the paths this tool call touched (serialised, see notesChain). */

@@ -18,6 +18,11 @@ export const SHOWN_ENTRY = "realmem-shown";
 
 export interface SnapshotData {
 	text: string;
+	/**
+	 * Context files cut from the prompt, decided with the snapshot: an import during the session
+	 * strips from the next session on. Absent in entries written before this field existed.
+	 */
+	stripped?: string[];
 }
 
 export interface ShownData {
@@ -25,13 +30,15 @@ export interface ShownData {
 	calls?: Record<string, string[]>;
 }
 
-/** The snapshot text stored on this branch, or undefined when the branch has none yet. */
-export function findSnapshot(branch: readonly SessionEntry[]): string | undefined {
+/** The snapshot stored on this branch, or undefined when the branch has none yet. */
+export function findSnapshot(branch: readonly SessionEntry[]): SnapshotData | undefined {
 	for (let i = branch.length - 1; i >= 0; i--) {
 		const entry = branch[i];
 		if (entry.type === "custom" && entry.customType === SNAPSHOT_ENTRY) {
 			const data = entry.data as Partial<SnapshotData> | undefined;
-			if (typeof data?.text === "string") return data.text;
+			if (typeof data?.text !== "string") continue;
+			const stripped = Array.isArray(data.stripped) ? data.stripped.filter((p) => typeof p === "string") : undefined;
+			return stripped ? { text: data.text, stripped } : { text: data.text };
 		}
 	}
 	return undefined;
