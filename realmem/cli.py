@@ -413,14 +413,16 @@ def settings() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def settings_show(c: Ctx, as_json: bool) -> None:
-    cfg = Config(home_dir(c.home))
-    items = cfg.items()
-    if as_json:
-        _out({k: {"value": v, "source": s} for k, v, s in items})
-        return
     from realmem.render import table
-    click.echo(table(["key", "value", "source"], [[k, json.dumps(v) if not isinstance(v, str) else v or "—", s]
-                                                  for k, v, s in items]))
+    from realmem.settings import describe
+    items = describe(Config(home_dir(c.home)))
+    if as_json:
+        _out({i["key"]: {"value": i["value"], "source": i["source"], **({"problem": i["problem"]} if i["problem"] else {})}
+              for i in items})
+        return
+    click.echo(table(["section", "key", "value", "source"],
+                     [[i["group"], i["key"], i["problem"] or (json.dumps(i["value"]) if not isinstance(i["value"], str)
+                                                             else i["value"] or "—"), i["source"]] for i in items]))
 
 
 @settings.command(name="set")

@@ -295,7 +295,8 @@ class Server:
         return {"text": f"Appended to {st.fix.file}: {', '.join(st.fix.lines)}", "ignored": after.ignored}
 
     def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {"items": [{"key": k, "value": v, "source": s} for k, v, s in Config(self.home).items()]}
+        from realmem.settings import GROUPS, describe
+        return {"items": describe(Config(self.home)), "groups": list(GROUPS)}
 
     def on_settings_set(self, p: dict[str, Any]) -> dict[str, Any]:
         cfg = Config(self.home)

@@ -296,19 +296,44 @@ describe("/realmem screens against the real core", () => {
 		await finished;
 	});
 
-	test("settings: edit a threshold, pick a model by name, keep a $VAR key reference, test connections", async () => {
+	test("settings: sections, descriptions, search; edit a threshold, pick a model, a $VAR key, test connections", async () => {
+		delete process.env.MY_SEMIF_KEY;
 		const { screen, finished } = await openScreen<SettingsScreen & AnyScreen>("/realmem settings");
 		let shown = text(screen);
 		assert.match(shown, /realmem · settings/);
-		assert.match(shown, /pathNotes\.high +default +1\.5/);
+		// Sections in the core's order, each with its settings under it.
+		const headers = shown.split("\n").filter((line) => /^ {2}[A-Z][a-z]+( [a-z]+)?$/.test(line)).map((line) => line.trim());
+		assert.deepEqual(headers.slice(0, 3), ["Endpoints", "Judge thresholds", "Path notes"]);
+		assert.match(shown, /^› {3}semif\.url +default +—$/m);
+		// The selected setting's one-line description, from the core.
+		assert.match(shown, /Base URL \(without \/v1\) of the SemIf judge/);
+		assert.match(shown, /type to search · ↑↓ move · enter edit · ctrl\+t test connections/);
 		const goTo = async (key: string) => {
-			const index = screen.items.findIndex((item) => item.key === key);
+			const index = screen.visible.findIndex((item) => item.key === key);
 			assert.ok(index >= 0, `${key} listed`);
 			while (screen.selected < index) await type(screen, KEY.down);
 			while (screen.selected > index) await type(screen, KEY.up);
 		};
-		const setting = async (key: string) =>
-			(await core.call<{ items: SettingItem[] }>("settings_get", {})).items.find((item) => item.key === key);
+		const setting = async (key: string) => {
+			const item = (await core.call<{ items: SettingItem[] }>("settings_get", {})).items.find((i) => i.key === key);
+			return item && { key: item.key, value: item.value, source: item.source };
+		};
+
+		// Type to search: key, section and description words; Esc clears the search first.
+		await type(screen, "rrf");
+		shown = text(screen);
+		assert.deepEqual(screen.visible.map((item) => item.key), ["gate.rrfK"]);
+		assert.match(shown, /^> rrf/m);
+		assert.match(shown, /^ {2}Advanced$/m);
+		assert.match(shown, /^› {3}gate\.rrfK +default +60$/m);
+		assert.match(shown, /The k of reciprocal-rank fusion/);
+		await type(screen, KEY.ctrlU, "urgency full");
+		assert.deepEqual(screen.visible.map((item) => item.key), ["pathNotes.high"]);
+		await type(screen, KEY.ctrlU, "zzzz");
+		assert.match(text(screen), /No matching settings/);
+		await type(screen, KEY.escape);
+		assert.equal(screen.query, "");
+		assert.equal(screen.visible.length, screen.items.length);
 
 		await goTo("pathNotes.high");
 		await type(screen, KEY.enter);
@@ -316,7 +341,8 @@ describe("/realmem screens against the real core", () => {
 		await type(screen, "1.2", KEY.enter);
 		shown = text(screen);
 		assert.match(shown, /pathNotes\.high saved\./);
-		assert.match(shown, /pathNotes\.high +file +1\.2/);
+		// A changed value carries its default beside it.
+		assert.match(shown, /pathNotes\.high +file +1\.2 {2}\(default 1\.5\)/);
 		assert.deepEqual(await setting("pathNotes.high"), { key: "pathNotes.high", value: 1.2, source: "file" });
 
 		// the model picker: no semif.url in tests, so the list is empty with the reason; type a name
@@ -324,7 +350,7 @@ describe("/realmem screens against the real core", () => {
 		await type(screen, KEY.enter);
 		shown = text(screen);
 		assert.match(shown, /semif\.model \(models unavailable: .*url is not set\)/);
-		assert.match(shown, /\(auto\)/);
+		assert.match(shown, /\(auto\) +the server's model, when it lists exactly one/);
 		assert.match(shown, /type a name…/);
 		await type(screen, KEY.down, KEY.enter, "qwen3-4b", KEY.enter);
 		assert.equal((await setting("semif.model"))?.value, "qwen3-4b");
@@ -332,19 +358,19 @@ describe("/realmem screens against the real core", () => {
 		await type(screen, KEY.enter, KEY.enter);
 		assert.deepEqual(await setting("semif.model"), { key: "semif.model", value: "", source: "default" });
 
-		// keys: a $VAR reference is saved as typed and shown unmasked
+		// keys: a $VAR reference is saved as typed; its variable is unset, so it shows as missing
 		await goTo("semif.key");
 		await type(screen, KEY.enter, "$MY_SEMIF_KEY", KEY.enter);
 		assert.equal((await setting("semif.key"))?.value, "$MY_SEMIF_KEY");
-		assert.match(text(screen), /semif\.key +file +\$MY_SEMIF_KEY/);
+		assert.match(text(screen), /semif\.key +file +missing: \$MY_SEMIF_KEY is not set/);
 
 		// empty input resets to the default
 		await goTo("pathNotes.high");
 		await type(screen, KEY.enter, KEY.ctrlU, KEY.enter);
 		assert.equal((await setting("pathNotes.high"))?.source, "default");
 
-		// t: connection tests (nothing configured: each endpoint says so; no network)
-		await type(screen, "t");
+		// ctrl+t: connection tests (nothing configured: each endpoint says so; no network)
+		await type(screen, "\x14");
 		shown = text(screen);
 		assert.match(shown, /Connections:/);
 		assert.match(shown, /✗ semif: not set/);

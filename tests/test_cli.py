@@ -168,12 +168,17 @@ def test_settings_set_and_show(home: Path, repo: Path) -> None:
     data = json.loads(cfg.read_text())
     assert data["semif.key"] == "$MY_SEMIF_KEY" and data["recall.pageSize"] == 5
     shown = as_json(home, repo, "settings", "show")
-    assert shown["semif.key"] == {"value": "$MY_SEMIF_KEY", "source": "file"}
+    # an unset variable is never shown as a working key
+    assert shown["semif.key"] == {"value": "$MY_SEMIF_KEY", "source": "file",
+                                  "problem": "missing: $MY_SEMIF_KEY is not set"}
     assert shown["embedding.key"]["value"] == "****1234"
     assert shown["recall.pageSize"] == {"value": 5, "source": "file"}
     assert shown["rewriter.key"]["value"] == ""
     text = ok(home, repo, "settings", "show").stdout
-    assert "$MY_SEMIF_KEY" in text and "****1234" in text
+    assert "missing: $MY_SEMIF_KEY is not set" in text and "****1234" in text
+    assert "Endpoints" in text and "Judge thresholds" in text
+    p = run(home, repo, "settings", "show", "--json", env={"MY_SEMIF_KEY": "set-now"})
+    assert json.loads(p.stdout)["semif.key"] == {"value": "$MY_SEMIF_KEY", "source": "file"}
     assert "verysecret" not in text and "verysecret" not in json.dumps(shown)
     # environment overrides win and are named as such
     p = run(home, repo, "settings", "show", "--json", env={"REALMEM_RECALL_PAGESIZE": "9"})

@@ -342,3 +342,34 @@ def test_rpc_unreachable_endpoint_is_a_refusal_not_a_bug(home: Path, repo: Path)
     for apps in server.all_apps:
         for a in apps.values():
             a.close()
+
+
+def test_settings_get_gives_sections_descriptions_defaults_and_key_problems(home: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from realmem.config import DEFAULTS
+    from realmem.rpc import Server
+    from realmem.settings import GROUPS, SCHEMA
+    # one source of truth: every setting has a section and a description
+    assert set(SCHEMA) == set(DEFAULTS)
+    assert all(group in GROUPS and description.endswith(".") for group, description in SCHEMA.values())
+    monkeypatch.delenv("MY_EMBED_KEY", raising=False)
+    cfg = Config(home)
+    cfg.set("semif.key", "$MY_SEMIF_KEY")
+    cfg.set("embedding.key", "env:MY_EMBED_KEY")
+    cfg.set("pathNotes.high", "2.0")
+    monkeypatch.setenv("MY_SEMIF_KEY", "set-value")
+    out = io.StringIO()
+    server = Server(str(home), out)
+    server.handle({"jsonrpc": "2.0", "id": 1, "method": "settings_get", "params": {}})
+    result = json.loads(out.getvalue())["result"]
+    assert result["groups"] == ["Endpoints", "Judge thresholds", "Path notes", "Recall", "Consolidation", "Advanced"]
+    items = {i["key"]: i for i in result["items"]}
+    assert [i["group"] for i in result["items"]] == sorted((i["group"] for i in result["items"]), key=GROUPS.index)
+    high = items["pathNotes.high"]
+    assert (high["group"], high["value"], high["default"], high["is_default"], high["source"]) == (
+        "Path notes", 2.0, 1.5, False, "file")
+    assert high["description"].startswith("Urgency at or above which a memory's full content")
+    assert items["pathNotes.mid"]["is_default"] is True
+    assert items["semif.key"]["problem"] is None  # the variable is set
+    assert items["embedding.key"]["problem"] == "missing: env:MY_EMBED_KEY is not set"
+    assert items["rewriter.key"]["problem"] is None  # no key at all is not a broken reference
