@@ -28,6 +28,7 @@ from pathlib import Path
 __all__ = [
     "PathError",
     "PathIndex",
+    "check_input",
     "convert_paths",
     "exists",
     "in_project",
@@ -470,6 +471,25 @@ def exists(abs_pattern: str) -> bool:
         return _search(base, segments[start:])
     except _BudgetExceeded:
         return True
+
+
+def check_input(raw: str, *, cwd: Path, home: Path) -> dict[str, str | None]:
+    """What a user-typed path names, for the screens that take paths (add, manage's path edit):
+    ``kind`` is file, dir, glob (matches something), missing (names nothing yet) or invalid;
+    ``warning`` says what is wrong in words, None when the path is fine."""
+    try:
+        absolute = normalize_input(raw, cwd=cwd, home=home)
+    except PathError as exc:
+        return {"path": raw.strip(), "absolute": None, "kind": "invalid", "warning": str(exc)}
+    if _has_glob(absolute):
+        kind = "glob" if exists(absolute) else "missing"
+    elif os.path.isdir(absolute):
+        kind = "dir"
+    else:
+        kind = "file" if os.path.lexists(absolute) else "missing"
+    what = "no file matches this glob" if _has_glob(absolute) else "does not exist"
+    warning = f"{raw.strip()}: {what} (yet)" if kind == "missing" else None
+    return {"path": raw.strip(), "absolute": absolute, "kind": kind, "warning": warning}
 
 
 def _search(base: str, rest: list[str]) -> bool:

@@ -269,6 +269,13 @@ class Server:
                   for c in changes]
         return {"text": "\n".join(lines), "details": {"changes": changes}}
 
+    def on_check_paths(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem import memories, paths
+        app = self.app(p)
+        items = [paths.check_input(raw, cwd=app.cwd, home=memories.user_home()) for raw in _strs(p.get("paths"))]
+        return {"items": items, "invalid": [i["warning"] for i in items if i["kind"] == "invalid"],
+                "warnings": [i["warning"] for i in items if i["kind"] == "missing"]}
+
     def on_gitignore_check(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import gitignore
         app = self.app(p)

@@ -4,10 +4,11 @@
  * Python core (`realmem rpc`) behind it. HOME, REALMEM_HOME and Pi's agent dir are temp dirs,
  * so nothing touches the real ~/.pi.
  */
-import { execFileSync } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import {
 	type AssistantMessage,
 	type Context,
@@ -31,6 +32,51 @@ import {
 export const REPO = resolve(import.meta.dirname, "..");
 export const EXTENSION = join(REPO, "extensions", "realmem", "index.ts");
 export const REAL_CORE = join(REPO, ".venv", "bin", "realmem");
+export const PYTHON = join(REPO, ".venv", "bin", "python");
+
+export interface Fakes {
+	proc: ChildProcess;
+	/** Base URL per kind ("semif", "chat", ...), as `python -m realmem.fakes` prints them. */
+	urls: Record<string, string>;
+	stop(): Promise<void>;
+}
+
+/** Starts realmem's fake endpoints (`python -m realmem.fakes --<kind> ...`) on 127.0.0.1. */
+export async function startFakes(kinds: string[], env: NodeJS.ProcessEnv = process.env): Promise<Fakes> {
+	const proc = spawn(PYTHON, ["-m", "realmem.fakes", ...kinds.map((kind) => `--${kind}`), "--watch-stdin"], {
+		env,
+		stdio: ["pipe", "pipe", "pipe"],
+	});
+	let stderr = "";
+	proc.stderr?.on("data", (chunk) => {
+		stderr += chunk;
+	});
+	const lines = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
+	const urls = await new Promise<Record<string, string>>((resolve, reject) => {
+		const found: Record<string, string> = {};
+		const timer = setTimeout(() => reject(new Error(`fake servers did not start: ${stderr}`)), 20_000);
+		proc.once("exit", (code) => {
+			clearTimeout(timer);
+			reject(new Error(`fake servers exited (${code}): ${stderr}`));
+		});
+		lines.on("line", (line) => {
+			const match = /^(\S+) (http\S+)/.exec(line);
+			if (match) found[match[1]] = match[2];
+			if (line === "ready") {
+				clearTimeout(timer);
+				resolve(found);
+			}
+		});
+	});
+	const stop = async () => {
+		if (proc.exitCode !== null || proc.signalCode !== null) return;
+		const exited = new Promise((resolve) => proc.once("exit", resolve));
+		proc.stdin?.end();
+		proc.kill("SIGTERM");
+		await exited;
+	};
+	return { proc, urls, stop };
+}
 
 export interface TestEnv {
 	root: string;
@@ -89,6 +135,7 @@ export interface Notification {
 export function recordingUI(answers: { confirm?: boolean; select?: string[]; input?: string[] } = {}) {
 	const notifications: Notification[] = [];
 	const statuses: Array<string | undefined> = [];
+	const confirms: Array<{ title: string; message: string }> = [];
 	const selects = [...(answers.select ?? [])];
 	const inputs = [...(answers.input ?? [])];
 	const known: Partial<ExtensionUIContext> = {
@@ -98,7 +145,10 @@ export function recordingUI(answers: { confirm?: boolean; select?: string[]; inp
 		setStatus: (_key, text) => {
 			statuses.push(text);
 		},
-		confirm: async () => answers.confirm ?? false,
+		confirm: async (title, message) => {
+			confirms.push({ title, message });
+			return answers.confirm ?? false;
+		},
 		// A scripted answer picks the first option that starts with it.
 		select: async (_title, options) => {
 			const want = selects.shift();
@@ -118,7 +168,7 @@ export function recordingUI(answers: { confirm?: boolean; select?: string[]; inp
 	const ui = new Proxy(known, {
 		get: (target, prop: string) => (prop in target ? target[prop as keyof ExtensionUIContext] : () => undefined),
 	}) as ExtensionUIContext;
-	return { ui, notifications, statuses };
+	return { ui, notifications, statuses, confirms };
 }
 
 export interface PiHarness {

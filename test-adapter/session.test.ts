@@ -15,6 +15,7 @@ import {
 	type PiHarness,
 	REAL_CORE,
 	recordingUI,
+	startFakes,
 	type TestEnv,
 	toolResultTexts,
 	waitFor,
@@ -268,6 +269,46 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		assert.match(ui.notifications.at(-1)?.message ?? "", /Unknown \/realmem subcommand "frobnicate"\. Available: status, add, import/);
 		// Commands never reach the model.
 		assert.equal(pi.systemPrompts.length, 0);
+	});
+
+	test("/realmem add: the paths step checks paths, warns about missing ones, and stores them", async () => {
+		const fakes = await startFakes(["semif"]);
+		process.env.REALMEM_SEMIF_URL = fakes.urls.semif;
+		try {
+			const ui = recordingUI({
+				select: ["shared"],
+				input: [
+					"Schema changes go through db and the app",
+					"Edit db/schema.sql, then run `make migrate`.",
+					"~nobody/x",
+					"db, src/*.py, docs/later.md",
+				],
+				confirm: true,
+			});
+			const pi = await openPi(env, { ui });
+			open.push(pi);
+			await pi.session.prompt("/realmem add");
+			// An unusable path asks again; a missing one is kept only after the confirm.
+			assert.ok(
+				ui.notifications.some((n) => n.message.startsWith("Not a usable path: only ~ and ~/ are supported")),
+				JSON.stringify(ui.notifications),
+			);
+			assert.deepEqual(ui.confirms, [
+				{ title: "Some paths do not exist", message: "docs/later.md: does not exist (yet)\n\nKeep them anyway?" },
+			]);
+			assert.match(ui.notifications.at(-1)?.message ?? "", /^Stored \[/);
+			const store = join(env.cwd, ".pi", "realmem");
+			const files = (await readdir(store)).filter((f) => f.endsWith(".md"));
+			const facts = await Promise.all(files.map((f) => readFile(join(store, f), "utf8")));
+			const fact = facts.find((text) => text.includes("Schema changes go through db and the app"));
+			assert.ok(fact, facts.join("\n---\n"));
+			assert.match(fact, /db\n[\s\S]*src\/\*\.py[\s\S]*docs\/later\.md/);
+			assert.equal(pi.systemPrompts.length, 0, "the add never reaches the model");
+		} finally {
+			delete process.env.REALMEM_SEMIF_URL;
+			while (open.length) await open.pop()?.close();
+			await fakes.stop();
+		}
 	});
 
 	test("the Pi model bridge serves the session's model while the session lives", async () => {

@@ -9,16 +9,14 @@
  * server and every process that carries the temp REALMEM_HOME are killed at the end.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
-import { createEnv, EXTENSION, REAL_CORE, REPO, type TestEnv } from "./harness.js";
+import { createEnv, EXTENSION, type Fakes, REAL_CORE, REPO, startFakes, type TestEnv } from "./harness.js";
 import { killAll, processesWithEnv, requireTmux, ScreenError, TmuxSession } from "./tmux.js";
 
 const PI = join(REPO, "node_modules", ".bin", "pi");
-const PYTHON = join(REPO, ".venv", "bin", "python");
 const PROVIDER = "realmem-fake";
 const MODEL = "fake-chat";
 
@@ -28,38 +26,10 @@ interface ListedMemory {
 	quarantined: string | null;
 }
 
-/** Starts `python -m realmem.fakes --chat`; resolves with the server and its base URL. */
-async function startFakeChat(env: Record<string, string>): Promise<{ proc: ChildProcess; url: string }> {
-	const proc = spawn(PYTHON, ["-m", "realmem.fakes", "--chat", "--watch-stdin"], { env, stdio: ["pipe", "pipe", "pipe"] });
-	let stderr = "";
-	proc.stderr?.on("data", (chunk) => {
-		stderr += chunk;
-	});
-	const lines = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
-	const url = await new Promise<string>((resolve, reject) => {
-		let found: string | undefined;
-		const timer = setTimeout(() => reject(new Error(`fake chat server did not start: ${stderr}`)), 20_000);
-		proc.once("exit", (code) => {
-			clearTimeout(timer);
-			reject(new Error(`fake chat server exited (${code}): ${stderr}`));
-		});
-		lines.on("line", (line) => {
-			const match = /^chat (\S+)/.exec(line);
-			if (match) found = match[1];
-			if (line === "ready") {
-				clearTimeout(timer);
-				if (found) resolve(found);
-				else reject(new Error("fake chat server printed no chat URL"));
-			}
-		});
-	});
-	return { proc, url };
-}
-
 describe("pi in tmux: /realmem manage and settings", () => {
 	let env: TestEnv;
 	let childEnv: Record<string, string>;
-	let fake: ChildProcess | undefined;
+	let fake: Fakes | undefined;
 	let tmux: TmuxSession | undefined;
 
 	const realmem = (...args: string[]) =>
@@ -105,8 +75,8 @@ describe("pi in tmux: /realmem manage and settings", () => {
 		git("mv", "src/old.ts", "src/new.ts");
 		git("commit", "-q", "-m", "move old to new");
 
-		const chat = await startFakeChat(childEnv);
-		fake = chat.proc;
+		fake = await startFakes(["chat"], childEnv);
+		const chat = { url: fake.urls.chat };
 		await writeFile(
 			join(env.agentDir, "models.json"),
 			JSON.stringify(
@@ -137,12 +107,7 @@ describe("pi in tmux: /realmem manage and settings", () => {
 
 	after(async () => {
 		await tmux?.kill();
-		if (fake && fake.exitCode === null && fake.signalCode === null) {
-			const exited = new Promise((resolve) => fake?.once("exit", resolve));
-			fake.stdin?.end();
-			fake.kill("SIGTERM");
-			await exited;
-		}
+		await fake?.stop();
 		// whatever still carries this test's REALMEM_HOME: the rpc child, the background worker
 		if (env) await killAll(processesWithEnv("REALMEM_HOME", env.realmemHome));
 		await env?.cleanup();

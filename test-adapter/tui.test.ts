@@ -238,6 +238,19 @@ describe("/realmem screens against the real core", () => {
 		const id = (screen.detail as MemoryDetail).id;
 		const shownMemory = await core.call<{ details: MemoryDetail }>("show", { cwd: env.cwd, id });
 		assert.equal(shownMemory.details.content, "After editing src/new.ts run `make rebuild-all`.");
+
+		// e: edit the paths, with the same check as /realmem add: a missing path needs a yes
+		await type(screen, "e", KEY.down, KEY.down, KEY.enter);
+		assert.match(text(screen), /Paths \(comma-separated; empty = whole store\)\n> src\/new\.ts/);
+		await type(screen, KEY.ctrlU, "src/new.ts, src/later.ts", KEY.enter);
+		shown = text(screen);
+		assert.match(shown, /Some paths do not exist\. Save them anyway\?\nsrc\/later\.ts: does not exist \(yet\)/);
+		await type(screen, "n");
+		assert.deepEqual((await byCaption("New module needs a rebuild"))?.paths, ["src/new.ts"]);
+		await type(screen, "e", KEY.down, KEY.down, KEY.enter, KEY.ctrlU, "~bob/x", KEY.enter);
+		assert.match(text(screen), /Not a usable path: only ~ and ~\/ are supported/);
+		await type(screen, "e", KEY.down, KEY.down, KEY.enter, KEY.ctrlU, "src/new.ts, src/later.ts", KEY.enter, "y");
+		assert.deepEqual((await byCaption("New module needs a rebuild"))?.paths, ["src/new.ts", "src/later.ts"]);
 		assert.match(text(screen), /make rebuild-all/);
 
 		// s: move to personal

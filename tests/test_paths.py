@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from realmem.paths import (
     PathError,
     PathIndex,
+    check_input,
     convert_paths,
     exists,
     in_project,
@@ -616,3 +617,46 @@ def test_bash_words_are_bounded(workspace: tuple[Path, Path]) -> None:
 def test_bash_words_skip_unusable_words(workspace: tuple[Path, Path]) -> None:
     home, project = workspace
     assert touched_paths_from_bash("ls ~bob --verbose -- '' src/nope", cwd=project, home=home) == []
+
+
+# --- check_input: the add and manage screens' one path check -------------------------------------
+
+def test_check_input_names_what_a_typed_path_is(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x\n")
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+
+    def kind(raw: str) -> tuple[str | None, str | None]:
+        out = check_input(raw, cwd=tmp_path, home=home)
+        return out["kind"], out["warning"]
+
+    assert kind("src") == ("dir", None)
+    assert kind(" src/app.py ") == ("file", None)
+    assert kind("src/*.py") == ("glob", None)
+    assert kind("~/notes") == ("dir", None)
+    assert kind(str(tmp_path / "src" / "app.py")) == ("file", None)
+    assert kind("docs/later.md") == ("missing", "docs/later.md: does not exist (yet)")
+    assert kind("src/**/*.rs") == ("missing", "src/**/*.rs: no file matches this glob (yet)")
+    assert kind("~bob/x") == ("invalid", "only ~ and ~/ are supported, not another user's home: '~bob/x'")
+    assert check_input("docs/later.md", cwd=tmp_path, home=home)["absolute"] == f"{tmp_path}/docs/later.md"
+
+
+def test_check_paths_over_rpc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import json
+
+    from realmem.rpc import Server
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
+    (tmp_path / "src").mkdir()
+    out = io.StringIO()
+    server = Server(str(tmp_path / "home"), out)
+    server.handle({"jsonrpc": "2.0", "id": 1, "method": "check_paths",
+                   "params": {"cwd": str(tmp_path), "paths": ["src", "gone.txt", "~x/y"]}})
+    res = json.loads(out.getvalue())["result"]
+    assert [i["kind"] for i in res["items"]] == ["dir", "missing", "invalid"]
+    assert res["warnings"] == ["gone.txt: does not exist (yet)"]
+    assert res["invalid"] == ["only ~ and ~/ are supported, not another user's home: '~x/y'"]
+    for apps in server.all_apps:
+        for a in apps.values():
+            a.close()

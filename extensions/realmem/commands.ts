@@ -11,7 +11,14 @@ import {
 	type ExtensionContext,
 } from "@mariozechner/pi-coding-agent";
 import type { AutocompleteItem } from "@mariozechner/pi-tui";
-import { describeError, type GitignoreCheckResult, type ImportBeginResult, type TextResult } from "./core.js";
+import {
+	type CheckPathsResult,
+	describeError,
+	type GitignoreCheckResult,
+	type ImportBeginResult,
+	splitPaths,
+	type TextResult,
+} from "./core.js";
 import type { Realmem } from "./index.js";
 import { type CoreCall, openDebug, openManage, openSettings } from "./tui/index.js";
 
@@ -92,6 +99,36 @@ async function simple(realmem: Realmem, ctx: ExtensionContext, method: string, p
 	}
 }
 
+/**
+ * The optional paths step of /realmem add: files, directories or globs, checked by the core. An
+ * invalid path asks again; paths that name nothing yet are kept only after a confirm. Undefined:
+ * the user cancelled the add.
+ */
+async function askPaths(realmem: Realmem, ctx: ExtensionContext): Promise<string[] | undefined> {
+	for (;;) {
+		const typed = await ctx.ui.input(
+			"Paths (optional): files, directories or globs, comma-separated",
+			"e.g. src/db, migrations/*.sql · empty: the whole project (or everywhere for global)",
+		);
+		if (typed === undefined) return undefined;
+		const paths = splitPaths(typed);
+		if (!paths.length) return [];
+		let check: CheckPathsResult;
+		try {
+			check = await realmem.core.call<CheckPathsResult>("check_paths", { cwd: ctx.cwd, paths });
+		} catch (error) {
+			show(ctx, describeError(error), "error");
+			return undefined;
+		}
+		if (check.invalid.length) {
+			show(ctx, `Not a usable path: ${check.invalid.join("; ")}`, "warning");
+			continue;
+		}
+		if (!check.warnings.length) return paths;
+		if (await ctx.ui.confirm("Some paths do not exist", `${check.warnings.join("\n")}\n\nKeep them anyway?`)) return paths;
+	}
+}
+
 function coreCall(realmem: Realmem): CoreCall {
 	return (method, params, options) => realmem.core.call(method, params, options);
 }
@@ -104,7 +141,7 @@ const SUBCOMMANDS: Subcommand[] = [
 	},
 	{
 		name: "add",
-		description: "remember a fact yourself",
+		description: "remember a fact yourself (caption, content, scope, paths)",
 		async run(realmem, _args, ctx) {
 			if (!ctx.hasUI) return show(ctx, "/realmem add needs the interactive UI", "warning");
 			const caption = (await ctx.ui.input("Memory caption (one line)", "e.g. Run e2e tests with pnpm test:e2e"))?.trim();
@@ -113,12 +150,15 @@ const SUBCOMMANDS: Subcommand[] = [
 			if (!content) return;
 			const scope = await ctx.ui.select("Scope", ["(let realmem decide)", ...STORES]);
 			if (scope === undefined) return;
+			const paths = await askPaths(realmem, ctx);
+			if (paths === undefined) return;
 			await simple(realmem, ctx, "remember", {
 				...base(ctx),
 				caption,
 				content,
 				user_requested: true,
 				...(STORES.includes(scope) ? { scope } : {}),
+				...(paths.length ? { paths } : {}),
 			});
 		},
 	},

@@ -58,6 +58,22 @@ export interface GitignoreCheckResult {
 	fix: { file: string; lines: string[]; description: string } | null;
 }
 
+export interface CheckPathsResult {
+	items: Array<{ path: string; absolute: string | null; kind: "file" | "dir" | "glob" | "missing" | "invalid"; warning: string | null }>;
+	/** Paths that cannot be stored as typed (the screens ask again). */
+	invalid: string[];
+	/** Paths that name nothing yet (the screens ask before saving them). */
+	warnings: string[];
+}
+
+/** Paths as typed in the add and manage screens: comma-separated, blanks dropped. */
+export function splitPaths(value: string): string[] {
+	return value
+		.split(",")
+		.map((path) => path.trim())
+		.filter(Boolean);
+}
+
 /** Hidden tools when the core cannot say (it is down): the spec's default. */
 export const DEFAULT_HIDDEN_TOOLS = ["ctx_memory"];
 
@@ -80,6 +96,7 @@ const TIMEOUTS: Record<string, number> = {
 	import_begin: 60_000,
 	import_finish: 180_000,
 	prune_paths: 120_000,
+	check_paths: 15_000,
 	gitignore_check: 30_000,
 	gitignore_fix: 30_000,
 	consolidate: 0,

@@ -7,6 +7,7 @@
  * Everything shown comes from the core (manage_list, show); every action is one rpc call.
  */
 import { type Focusable, Input, type SelectItem, truncateToWidth } from "@mariozechner/pi-tui";
+import { type CheckPathsResult, splitPaths } from "../core.js";
 import { type CoreCall, cell, fit, keys, Prompt, rows, type Screen, scrollWindow, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
 
 export interface ManageItem {
@@ -279,11 +280,28 @@ export class ManageScreen implements Screen, Focusable {
 						if (value.trim() && value.trim() !== d.content.trim()) this.act("saving", "edit", { content: value.trim() });
 					});
 				} else {
-					this.prompt.input("Paths (comma-separated; empty = whole store)", d.paths.join(", "), (value) => {
-						const paths = value.split(",").map((p) => p.trim()).filter(Boolean);
-						this.act("saving", "edit", { paths });
-					});
+					this.prompt.input("Paths (comma-separated; empty = whole store)", d.paths.join(", "), (value) =>
+						this.savePaths(splitPaths(value)),
+					);
 				}
+			},
+		);
+	}
+
+	/** The same check as /realmem add: invalid paths are refused, missing ones need a confirm. */
+	private savePaths(paths: string[]): void {
+		if (!paths.length) return this.act("saving", "edit", { paths });
+		void this.tasks.run(
+			"checking paths",
+			() => this.o.call<CheckPathsResult>("check_paths", { cwd: this.o.cwd, paths }),
+			(check) => {
+				if (check.invalid.length) {
+					this.tasks.message = { text: `Not a usable path: ${check.invalid.join("; ")}`, level: "error" };
+				} else if (check.warnings.length) {
+					this.prompt.confirm("Some paths do not exist. Save them anyway?", check.warnings, () =>
+						this.act("saving", "edit", { paths }),
+					);
+				} else this.act("saving", "edit", { paths });
 			},
 		);
 	}
