@@ -7,10 +7,11 @@ import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, afterEach, before, describe, test } from "node:test";
-import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import { type ExtensionAPI, type ExtensionUIContext, initTheme } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 import {
 	createEnv,
+	type Fakes,
 	openPi,
 	type PiHarness,
 	REAL_CORE,
@@ -396,5 +397,68 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		await fresh.session.agent.waitForIdle();
 		assert.equal(fresh.systemPrompts.length, calls + 1);
 		assert.equal(fresh.notifications.at(-1)?.message, "No new facts were stored; AGENTS.md stays imported from the earlier import.");
+	});
+});
+
+describe("consolidation cancel", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} is not installed` }, () => {
+	let env: TestEnv;
+	let fakes: Fakes | undefined;
+	let pi: PiHarness | undefined;
+
+	before(async () => {
+		delete process.env.REALMEM_BIN;
+		// Enough memories that the judge is still reviewing when the cancel arrives.
+		const files: Record<string, string> = {};
+		for (let i = 1; i <= 40; i++) {
+			files[`.pi/realmem/fact-${i}.md`] = `---\ncaption: Fact number ${i} about the build\n---\n\nStep ${i} of the build runs \`make step-${i}\`.\n`;
+		}
+		env = await createEnv(files);
+		fakes = await startFakes(["semif"]);
+		process.env.REALMEM_SEMIF_URL = fakes.urls.semif;
+		process.env.REALMEM_CONSOLIDATE_PATHS = "0";
+	});
+	after(async () => {
+		await pi?.close();
+		delete process.env.REALMEM_SEMIF_URL;
+		delete process.env.REALMEM_CONSOLIDATE_PATHS;
+		await fakes?.stop();
+		await env.cleanup();
+	});
+
+	test("Esc says cancelling… at once, ignores late progress, then cancelled: nothing written", async () => {
+		// Pi's loader draws key hints from the global theme, which interactive mode initialises.
+		initTheme("dark", false);
+		const recorded = recordingUI();
+		let loader: { handleInput(data: string): void; dispose?(): void } | undefined;
+		// Interactive mode's custom(): build the component, dispose it when it is done.
+		const custom: ExtensionUIContext["custom"] = (factory) =>
+			new Promise((resolve) => {
+				const tui = { requestRender: () => undefined, terminal: { rows: 40, columns: 100 } };
+				const theme = { fg: (_c: string, t: string) => t, bg: (_c: string, t: string) => t, bold: (t: string) => t };
+				let component: { dispose?(): void } | undefined;
+				const done = (result: unknown) => {
+					component?.dispose?.();
+					resolve(result as never);
+				};
+				void Promise.resolve(factory(tui as never, theme as never, undefined as never, done)).then((built) => {
+					component = built as never;
+					loader = built as never;
+				});
+			});
+		const ui = { ...recorded, ui: new Proxy(recorded.ui, { get: (t, p: string) => (p === "custom" ? custom : t[p as keyof ExtensionUIContext]) }) };
+		pi = await openPi(env, { ui });
+		const before = (await readdir(join(env.cwd, ".pi", "realmem"))).length;
+		const running = pi.session.prompt("/realmem consolidate");
+		await waitFor(() => recorded.statuses.some((s) => /^realmem consolidation: \d+\/\d+ review:/.test(s ?? "")), "review progress");
+		assert.ok(loader, "the loader is shown");
+		loader.handleInput("\x1b");
+		// At once, before the core has noticed the cancel.
+		assert.equal(recorded.statuses.at(-1), "realmem consolidation: cancelling…");
+		const cancelledAt = recorded.statuses.length - 1;
+		await running;
+		// Progress still on its way after Esc never replaces "cancelling…"; the status is then cleared.
+		assert.deepEqual(recorded.statuses.slice(cancelledAt), ["realmem consolidation: cancelling…", undefined]);
+		assert.equal(recorded.notifications.at(-1)?.message, "Consolidation: cancelled: nothing written.");
+		assert.equal((await readdir(join(env.cwd, ".pi", "realmem"))).length, before);
 	});
 });

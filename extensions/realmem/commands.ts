@@ -20,6 +20,7 @@ import {
 	type TextResult,
 } from "./core.js";
 import type { Realmem } from "./index.js";
+import { RpcError } from "./rpc.js";
 import { type CoreCall, openDebug, openManage, openSettings } from "./tui/index.js";
 
 interface Subcommand {
@@ -40,16 +41,18 @@ function show(ctx: ExtensionContext, text: string, level: "info" | "warning" | "
 
 /**
  * A long maintenance run: progress in the footer status, Esc (through a loader) sends `cancel`
- * for the run's progress token. The rpc call is awaited directly, so modes without custom UI
- * (RPC, print) still get the result.
+ * for the run's progress token. The core only sees the cancel at its next progress step (a judge
+ * request may be in flight), so the footer says "cancelling…" at once and ignores the progress
+ * still on its way; `cancelled` says what a cancelled run left behind. The rpc call is awaited
+ * directly, so modes without custom UI (RPC, print) still get the result.
  */
 async function runLong(
 	realmem: Realmem,
 	ctx: ExtensionCommandContext,
-	title: string,
-	method: string,
-	params: Record<string, unknown>,
+	run: { title: string; method: string; params: Record<string, unknown>; cancelled: string },
 ): Promise<void> {
+	const { title, method, params } = run;
+	const label = `realmem ${title.toLowerCase()}`;
 	const token = randomUUID();
 	const abort = new AbortController();
 	let closeLoader: (() => void) | undefined;
@@ -59,6 +62,7 @@ async function runLong(
 			.custom<void>((tui, theme, _keybindings, done) => {
 				const loader = new BorderedLoader(tui, theme, `${title} (esc cancels)`);
 				loader.onAbort = () => {
+					if (!finished) ctx.ui.setStatus("realmem", `${label}: cancelling…`);
 					abort.abort();
 					done();
 				};
@@ -75,14 +79,17 @@ async function runLong(
 			{
 				signal: abort.signal,
 				onProgress: (progress) => {
+					if (abort.signal.aborted) return;
 					const count = progress.total ? ` ${progress.done ?? 0}/${progress.total}` : "";
-					ctx.ui.setStatus("realmem", `realmem ${title.toLowerCase()}:${count} ${progress.message ?? ""}`.trim());
+					ctx.ui.setStatus("realmem", `${label}:${count} ${progress.message ?? ""}`.trim());
 				},
 			},
 		);
+		// A cancel that came after the core's last check: the run finished and its report stands.
 		show(ctx, result.text);
 	} catch (error) {
-		show(ctx, describeError(error), abort.signal.aborted ? "info" : "error");
+		if (abort.signal.aborted && error instanceof RpcError && error.message === "cancelled") show(ctx, `${title}: ${run.cancelled}`);
+		else show(ctx, describeError(error), abort.signal.aborted ? "info" : "error");
 	} finally {
 		finished = true;
 		closeLoader?.();
@@ -242,27 +249,47 @@ const SUBCOMMANDS: Subcommand[] = [
 			const unknown = args.filter((arg) => !STORES.includes(arg) && arg !== "--no-paths");
 			if (unknown.length) return show(ctx, `Unknown consolidate argument(s): ${unknown.join(" ")}`, "error");
 			const stores = args.filter((arg) => STORES.includes(arg));
-			await runLong(realmem, ctx, "Consolidating", "consolidate", {
-				...base(ctx),
-				...(stores.length ? { stores } : {}),
-				paths: !args.includes("--no-paths"),
+			await runLong(realmem, ctx, {
+				title: "Consolidation",
+				method: "consolidate",
+				params: { ...base(ctx), ...(stores.length ? { stores } : {}), paths: !args.includes("--no-paths") },
+				// The core writes only after its last progress step, so a cancel it saw wrote nothing.
+				cancelled: "cancelled: nothing written.",
 			});
 		},
 	},
 	{
 		name: "retry",
 		description: "process queued candidates now",
-		run: (realmem, _args, ctx) => runLong(realmem, ctx, "Retrying", "retry", { cwd: ctx.cwd }),
+		run: (realmem, _args, ctx) =>
+			runLong(realmem, ctx, {
+				title: "Retry",
+				method: "retry",
+				params: { cwd: ctx.cwd },
+				cancelled: "cancelled; candidates processed before it stay processed, the rest stay queued.",
+			}),
 	},
 	{
 		name: "embed",
 		description: "embed memories that have no embedding",
-		run: (realmem, _args, ctx) => runLong(realmem, ctx, "Embedding", "embed", { cwd: ctx.cwd }),
+		run: (realmem, _args, ctx) =>
+			runLong(realmem, ctx, {
+				title: "Embedding",
+				method: "embed",
+				params: { cwd: ctx.cwd },
+				cancelled: "cancelled; memories embedded before it keep their embeddings.",
+			}),
 	},
 	{
 		name: "reindex",
 		description: "rebuild the search index",
-		run: (realmem, _args, ctx) => runLong(realmem, ctx, "Reindexing", "reindex", { cwd: ctx.cwd }),
+		run: (realmem, _args, ctx) =>
+			runLong(realmem, ctx, {
+				title: "Reindexing",
+				method: "reindex",
+				params: { cwd: ctx.cwd },
+				cancelled: "cancelled; the index is unchanged.",
+			}),
 	},
 ];
 
