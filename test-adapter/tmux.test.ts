@@ -244,16 +244,55 @@ describe("pi in tmux: /realmem manage and settings", () => {
 		t.press("Escape");
 		await t.waitForGone("realmem · memories");
 
-		// /realmem settings renders its list
+		// /realmem settings: sections, the selected setting's description, type to search
 		await command(t, "/realmem settings", /→ settings\s+endpoints, keys/);
-		screen = await t.waitForText(/^› semif\.url /m);
+		screen = await t.waitForText(/^› {3}semif\.url /m);
 		assert.match(screen, /── realmem · settings ─/);
 		assert.match(screen, /key +source +value/);
-		assert.match(screen, /^› semif\.url +default +—$/m);
-		assert.match(screen, /^ {2}pathNotes\.high +default +1\.5$/m);
-		assert.match(screen, /↑↓ move · enter edit · t test connections · esc close/);
+		assert.match(screen, /^ {2}Endpoints$/m);
+		assert.match(screen, /^› {3}semif\.url +default +—$/m);
+		assert.match(screen, /^ {2}Base URL \(without \/v1\) of the SemIf judge \(System One\) that decides every remember; empty:/m);
+		assert.match(screen, /type to search · ↑↓ move · enter edit · ctrl\+t test connections · esc clears search \/ closes/);
+		t.type("urgency");
+		screen = await t.waitFor("settings filtered by urgency", (s) => /^> urgency$/m.test(s) && /^› {3}pathNotes\.high +default +1\.5$/m.test(s));
+		assert.match(screen, /^ {2}Path notes$/m);
+		assert.match(screen, /^ {4}pathNotes\.mid +default +0\.75$/m);
+		assert.doesNotMatch(screen, /semif\.url|Endpoints/);
+		assert.match(screen, /^ {2}Urgency at or above which a memory's full content is appended when the model touches its paths\./m);
+		t.press("Down");
+		screen = await t.waitForText(/^› {3}pathNotes\.mid /m);
+		assert.match(screen, /^ {2}Urgency at or above which the caption and id are appended/m);
+		// Esc clears the search, a second Esc closes
+		t.press("Escape");
+		screen = await t.waitFor("the unfiltered settings", (s) => /^>$/m.test(s) && /^ {2}Endpoints$/m.test(s));
 		t.press("Escape");
 		await t.waitForGone("realmem · settings");
+
+		// /realmem add: caption, content, scope, then the optional paths step with its check
+		await command(t, "/realmem add", /→ add\s+remember a fact yourself/);
+		await t.waitForText("Memory caption (one line)");
+		t.type("Generated code lives in src/gen");
+		t.press("Enter");
+		await t.waitForText("Memory content: the fact, with exact commands");
+		t.type("Run `make gen` after editing src/db.ts; never edit src/gen by hand.");
+		t.press("Enter");
+		screen = await t.waitForText(/→ \(let realmem decide\)/);
+		t.press("Down", "Down");
+		await t.waitForText(/→ shared/);
+		t.press("Enter");
+		screen = await t.waitForText("Paths (optional): files, directories or globs, comma-separated");
+		t.type("src/db.ts, src/*.ts, src/gen");
+		screen = await t.waitForText("src/db.ts, src/*.ts, src/gen");
+		t.press("Enter");
+		screen = await t.waitForText("Some paths do not exist");
+		assert.match(screen, /src\/gen: does not exist \(yet\)/);
+		assert.match(screen, /Keep them anyway\?/);
+		assert.doesNotMatch(screen, /src\/db\.ts: does not exist|src\/\*\.ts: no file matches/);
+		t.press("Enter");
+		await t.waitForText(/Stored \[[\w-]+\] Generated code lives in src\/gen \(shared\)\./);
+		const added = listed().find((m) => m.caption === "Generated code lives in src/gen") as ListedMemory & { paths: string[] };
+		assert.ok(added, "the added memory is stored after the retry");
+		assert.deepEqual(added.paths, ["src/db.ts", "src/*.ts", "src/gen"]);
 
 		// /quit: Pi exits cleanly
 		await command(t, "/quit");
