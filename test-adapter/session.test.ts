@@ -279,8 +279,8 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 			const ui = recordingUI({
 				select: ["shared"],
 				input: [
-					"Schema changes go through db and the app",
-					"Edit db/schema.sql, then run `make migrate`.",
+					"Protobuf stubs are generated with buf",
+					"Run `buf generate` whenever a .proto file changes; never hand-edit generated stubs.",
 					"~nobody/x",
 					"db, src/*.py, docs/later.md",
 				],
@@ -301,7 +301,7 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 			const store = join(env.cwd, ".pi", "realmem");
 			const files = (await readdir(store)).filter((f) => f.endsWith(".md"));
 			const facts = await Promise.all(files.map((f) => readFile(join(store, f), "utf8")));
-			const fact = facts.find((text) => text.includes("Schema changes go through db and the app"));
+			const fact = facts.find((text) => text.includes("Protobuf stubs are generated with buf"));
 			assert.ok(fact, facts.join("\n---\n"));
 			assert.match(fact, /db\n[\s\S]*src\/\*\.py[\s\S]*docs\/later\.md/);
 			assert.equal(pi.systemPrompts.length, 0, "the add never reaches the model");

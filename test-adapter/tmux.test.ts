@@ -246,7 +246,9 @@ describe("pi in tmux: /realmem manage and settings", () => {
 
 		// /realmem settings: sections, the selected setting's description, type to search
 		await command(t, "/realmem settings", /→ settings\s+endpoints, keys/);
-		screen = await t.waitForText(/^› {3}semif\.url /m);
+		// (waits include the hint, the screen's last line: a capture can catch a half-drawn screen)
+		const HINT = "esc clears search / closes";
+		screen = await t.waitFor("the settings list", (s) => /^› {3}semif\.url /m.test(s) && s.includes(HINT));
 		assert.match(screen, /── realmem · settings ─/);
 		assert.match(screen, /key +source +value/);
 		assert.match(screen, /^ {2}Endpoints$/m);
@@ -254,17 +256,20 @@ describe("pi in tmux: /realmem manage and settings", () => {
 		assert.match(screen, /^ {2}Base URL \(without \/v1\) of the SemIf judge \(System One\) that decides every remember; empty:/m);
 		assert.match(screen, /type to search · ↑↓ move · enter edit · ctrl\+t test connections · esc clears search \/ closes/);
 		t.type("urgency");
-		screen = await t.waitFor("settings filtered by urgency", (s) => /^> urgency$/m.test(s) && /^› {3}pathNotes\.high +default +1\.5$/m.test(s));
+		screen = await t.waitFor(
+			"settings filtered by urgency",
+			(s) => /^> urgency$/m.test(s) && /^› {3}pathNotes\.high +default +1\.5$/m.test(s) && s.includes(HINT),
+		);
 		assert.match(screen, /^ {2}Path notes$/m);
 		assert.match(screen, /^ {4}pathNotes\.mid +default +0\.75$/m);
 		assert.doesNotMatch(screen, /semif\.url|Endpoints/);
 		assert.match(screen, /^ {2}Urgency at or above which a memory's full content is appended when the model touches its paths\./m);
 		t.press("Down");
-		screen = await t.waitForText(/^› {3}pathNotes\.mid /m);
+		screen = await t.waitFor("pathNotes.mid selected", (s) => /^› {3}pathNotes\.mid /m.test(s) && s.includes(HINT));
 		assert.match(screen, /^ {2}Urgency at or above which the caption and id are appended/m);
 		// Esc clears the search, a second Esc closes
 		t.press("Escape");
-		screen = await t.waitFor("the unfiltered settings", (s) => /^>$/m.test(s) && /^ {2}Endpoints$/m.test(s));
+		screen = await t.waitFor("the unfiltered settings", (s) => /^>$/m.test(s) && /^ {2}Endpoints$/m.test(s) && s.includes(HINT));
 		t.press("Escape");
 		await t.waitForGone("realmem · settings");
 
@@ -284,7 +289,7 @@ describe("pi in tmux: /realmem manage and settings", () => {
 		t.type("src/db.ts, src/*.ts, src/gen");
 		screen = await t.waitForText("src/db.ts, src/*.ts, src/gen");
 		t.press("Enter");
-		screen = await t.waitForText("Some paths do not exist");
+		screen = await t.waitFor("the missing-path confirm", (s) => s.includes("Some paths do not exist") && s.includes("Keep them anyway?"));
 		assert.match(screen, /src\/gen: does not exist \(yet\)/);
 		assert.match(screen, /Keep them anyway\?/);
 		assert.doesNotMatch(screen, /src\/db\.ts: does not exist|src\/\*\.ts: no file matches/);
