@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
 import re
 import string
+import tomllib
 import unicodedata
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -145,11 +150,18 @@ class _Rule:
     kind: str
     regex: re.Pattern[str]
     gate: _Gate
-    priority: int = 1  # lower wins when secret spans overlap
+    priority: int = 2  # lower wins when secret spans overlap; gitleaks' own ids use 1
     check: Callable[[re.Match[str]], bool] | None = None
     group: str | int = 0
 
 
+_GENERIC_PRIORITY = 5  # keyword + entropy rules: any specific kind over the same span wins
+
+# realmem's own token rules: only those wider than the vendored gitleaks rule for the same
+# family (AWS ids with any digit, Slack tokens of any shape, Anthropic/OpenAI-compatible ``sk-``
+# keys without gitleaks' fixed lengths or markers, keys followed by any punctuation, JWTs
+# checked by their decoded header, private keys cut before their END line) or that gitleaks
+# lacks (AWS and Azure secret assignments, Authorization headers, bearer tokens).
 _PRIVATE_KEY = "PRIVATE KEY(?: BLOCK)?-----"
 _TOKEN_RULES: tuple[_Rule, ...] = (
     _Rule("private-key", re.compile(
@@ -158,18 +170,7 @@ _TOKEN_RULES: tuple[_Rule, ...] = (
         (("private key",),), priority=0),
     _Rule("aws-access-key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
           (("akia", "asia", "abia", "acca"),)),
-    _Rule("github-token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])"),
-          (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),)),
-    _Rule("github-token", re.compile(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,255}"),
-          (("github_pat_",),)),
-    _Rule("gitlab-token", re.compile(r"(?<![A-Za-z0-9_-])gl(?:pat|dt|ptt|rt|soat)-[A-Za-z0-9_-]{20,}"),
-          (("glpat-", "gldt-", "glptt-", "glrt-", "glsoat-"),)),
     _Rule("slack-token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"), (("xox",),)),
-    _Rule("slack-webhook",
-          re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}"),
-          (("hooks.slack.com",),)),
-    _Rule("stripe-key", re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-          (("_live_", "_test_"),)),
     _Rule("anthropic-key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,}"), (("sk-ant-",),)),
     _Rule("openai-key", re.compile(
         r"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
@@ -177,10 +178,8 @@ _TOKEN_RULES: tuple[_Rule, ...] = (
     _Rule("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),
           (("aiza",),)),
     _Rule("npm-token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), (("npm_",),)),
-    _Rule("pypi-token", re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"), (("pypi-",),)),
     _Rule("huggingface-token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
           (("hf_",),)),
-    _Rule("sendgrid-key", re.compile(r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"), (("sg.",),)),
     _Rule("jwt", re.compile(
         r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"),
         (("eyj",),), check=lambda m: _jwt_header_ok(m.group())),
@@ -194,6 +193,10 @@ _TOKEN_RULES: tuple[_Rule, ...] = (
         r"(?i)\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:bearer|basic|token)[ \t]+"
         r"(?P<v>[A-Za-z0-9._~+/=-]{8,})"),
         (("authorization",),), priority=3, check=lambda m: not _is_placeholder(m.group("v")), group="v"),
+    _Rule("pgpass-entry", re.compile(  # host:port:database:user:password (~/.pgpass)
+        r"(?m)^[ \t]*[\w.*-]+:(?:\d{2,5}|\*):[\w.*-]+:[\w.*@-]+:(?P<v>\S{6,128})[ \t]*$"),
+        ((":",),), priority=3, group="v",
+        check=lambda m: not _is_placeholder(m.group("v")) and _looks_secret(m.group("v"))),
     _Rule("bearer-token", re.compile(r"(?i)\bbearer[ \t]+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)"),
           (("bearer",),), priority=3, check=lambda m: _looks_secret(m.group("v")), group="v"),
 )
@@ -297,7 +300,7 @@ def _generic_findings(text: str, lower: str) -> Iterator[tuple[str, int, int, in
         before = lower[max(line_start, m.start() - 48):m.start()]
         after = lower[m.end():min(line_end, m.end() + 32)]
         if any(k in before or k in after for k in _GENERIC_KEYWORDS):
-            yield "generic-api-key", m.start(), m.end(), 5
+            yield "generic-api-key", m.start(), m.end(), _GENERIC_PRIORITY
 
 
 def _generic_token_ok(token: str) -> bool:
@@ -319,14 +322,15 @@ def _generic_token_ok(token: str) -> bool:
 
 
 def _decodes_to_text(token: str) -> bool:
-    """Base64 that decodes to printable ASCII text (a test vector, not key material)."""
+    """Base64 that decodes to printable ASCII text (a test vector, not key material), unless
+    the text is a ``user:password`` pair (HTTP Basic, docker config ``auth``)."""
     if len(token) % 4:
         return False
     try:
         raw = base64.b64decode(token, validate=True)
     except (binascii.Error, ValueError):
         return False
-    return bool(raw) and all(32 <= b < 127 or b in (9, 10, 13) for b in raw)
+    return bool(raw) and b":" not in raw and all(32 <= b < 127 or b in (9, 10, 13) for b in raw)
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,13 +373,16 @@ _SENSITIVE_NOUN = (
     r"|session[ _-]?ids?|conversation|chat[ _-]?history|system[ _-]?prompt)\b"
     rf"|{_SENSITIVE}"
 )
+_LEAK_PARAMS = (r"data|secrets?|tokens?|keys?|pass(?:word)?|pwd|creds?|credentials|history|conversation|chat"
+                r"|prompt|context|memory|memories|env|info|leak|exfil|payload|msg|message|content|text|q|d|x|s|c|p")
 _FETCHERS = r"(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b"
 
 _INJECTION_RULES: tuple[_InjectionRule, ...] = (
     _inj("override-instructions",
          r"(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|each|every|the|your|my|of|these"
          r"|those|such)\s+)*(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial"
-         r"|system|developer|safety)\s+(?:instructions?|prompts?|rules|directions?|guidelines|guidance"
+         r"|system|developer|safety)(?:\s+(?:and|or|&)\s+(?:following|subsequent|later|other|future))?"
+         r"\s+(?:instructions?|prompts?|rules|directions?|guidelines|guidance"
          r"|messages?|context|commands?|constraints|polic(?:y|ies))\b"),
     _inj("override-instructions",
          r"(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:your|these)\s+(?:instructions"
@@ -427,6 +434,57 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
     _inj("pipe-to-shell",
          r"(?:iex|invoke-expression)\b\s*\(?\s*(?:\(\s*)?(?:iwr|irm|invoke-webrequest|invoke-restmethod"
          r"|new-object\s+(?:system\.)?net\.webclient)\b"),
+    # An encoded payload decoded straight into a shell: ``echo ... | base64 -d | sh``.
+    _inj("pipe-to-shell",
+         rf"(?:base64|base32|openssl\s+(?:base64|enc))\s+(?:-\w+\s+)*(?:-d|-di|-D|--decode)\b[^\n;&]*?\|\s*"
+         rf"(?:{_SHELL}|{_INTERPRETER})", (("base64", "base32", "openssl"), ("|",))),
+    _inj("pipe-to-shell", r"xxd\s+-r\b[^\n;&]*?\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b", (("xxd",), ("|",))),
+    _inj("pipe-to-shell",
+         r"(?:eval|exec|sh\s+-c|bash\s+-c)\b[^\n]{0,40}?(?:base64|base32)\s+(?:-\w+\s+)*(?:-d|-D|--decode)\b",
+         (("base64", "base32"),)),
+    # Markdown or HTML images whose URL carries data out in its query string: a template
+    # slot ({...}, <...>, $VAR) or a parameter named for what it leaks.  Badge query strings
+    # (?branch=, ?style=) are not matched.
+    _inj("exfiltration",
+         rf"(?:!\[[^\]\n]{{0,200}}\]\(\s*<?|<img\b[^>\n]{{0,200}}?src\s*=\s*[\"']?)(?:https?:)?//[^\s)\"'>]*\?"
+         rf"[^\s)\"'>]*?(?:[{{<\[$]|%7b|%3c|%24|(?<=[?&])(?:{_LEAK_PARAMS})=)",
+         (("![", "<img"), ("?",)), bounded=False),
+    # Attempts to switch off the memory gate itself.
+    _inj("override-instructions",
+         r"(?:approve|accept|store|save|remember|trust|allow|whitelist|keep)\s+(?:all|every|any)\s+(?:future|subsequent"
+         r"|new|later|incoming|following|other)\s+(?:memories|memory|facts?|candidates?|requests?|commands?"
+         r"|changes|instructions|edits|writes)\b"),
+    _inj("override-instructions",
+         r"(?:always|automatically|auto-?)\s*(?:approve|accept|store|allow)\s+(?:all|every|any|everything)\b"
+         r"|never\s+(?:refuse|reject|decline|question|block)\s+(?:any|a|another)\s+(?:request|memory|fact|command"
+         r"|instruction)"),
+    # "forget everything above", "disregard all of the above", "ignore what you were told"
+    _inj("override-instructions",
+         r"(?:ignore|disregard|forget|override)\s+(?:(?:all|everything|anything)\s+(?:of\s+)?(?:the\s+)?"
+         r"(?:above|before|previously|prior|earlier|said|written)|all\s+(?:of\s+)?the\s+above\b|the\s+above\s*(?:[.,;:!]|$|and\b|text\b)"
+         r"|what\s+(?:you\s+(?:were|have\s+been)\s+told|i\s+said)\s+(?:before|above|earlier|previously))"),
+    # "new system prompt: ...", "reveal your system prompt", "print your initial instructions"
+    _inj("override-instructions",
+         r"(?:new|updated|revised|real|actual|true|hidden|secret|override)\s+system\s+(?:prompt|message|rules?)\s*:"
+         r"|(?:new|override)\s+(?:directives?|persona|prompt)\s*:", (("system", "directive", "persona", "prompt"),)),
+    _inj("override-instructions",
+         r"(?:reveal|print|show|output|repeat|display|dump|leak|tell\s+me|write\s+out)\s+(?:me\s+)?(?:your|the)"
+         r"\s+(?:full\s+|entire\s+|exact\s+|original\s+|initial\s+|hidden\s+|secret\s+)*(?:system\s+prompt"
+         r"|system\s+message|(?:initial|hidden|original|secret)\s+(?:prompt|instructions)|instructions\s+above"
+         r"|prompt\s+above|words\s+above)"),
+    # Jailbreak personas and modes from public prompt-injection lists.
+    _inj("override-instructions",
+         r"(?:pretend|imagine)\s+(?:to\s+be|you\s+are|that\s+you\s+are)\s+(?:an?\s+)?(?:evil|unrestricted|unfiltered"
+         r"|uncensored|jailbroken|malicious|dan\b)|\b(?:dan|developer|god|sudo|jailbreak)\s+mode\s+"
+         r"(?:enabled|activated|on)\b|\bdo\s+anything\s+now\b|\bi\s+have\s+been\s+pwned\b"),
+    # Instructions addressed to whichever model later reads the text (indirect injection).
+    _inj("override-instructions",
+         r"(?:note|message|instructions?)\s+(?:to|for)\s+(?:any\s+|all\s+|the\s+)?(?:ai|llm|language\s+model"
+         r"|assistant|agent|model)s?\b|\b(?:ai|llm|assistant|agent|model)s?\s+(?:reading|processing|parsing"
+         r"|summari[sz]ing)\s+this\b[^\n]{0,40}?(?:must|should|shall|will|are\s+to|need\s+to)\b"),
+    _inj("override-instructions",
+         r"(?:disable|turn\s+off|deactivate|bypass|ignore)\s+(?:your|all\s+(?:of\s+)?your|the\s+(?:assistant|agent|model)'?s?)"
+         r"\s+(?:safety|content|ethical|moral)?\s*(?:filters?|guardrails|restrictions|safeguards|guidelines|rules)\b"),
 )
 # Case matters here: ``<instructions>`` is a prompt tag, ``Vec<Instruction>`` is Rust, and
 # ``[SYSTEM]`` is a role marker while ``[system]`` is a TOML table.
@@ -561,6 +619,246 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 # --------------------------------------------------------------------------------------------
+# Vendored gitleaks rules (realmem/rules/gitleaks.toml, MIT, see gitleaks.LICENSE; updated by
+# scripts/update-gitleaks.py).  Loaded once, on the first scan, with gitleaks' own semantics:
+# a rule runs only when one of its keywords occurs in the lower-cased text, its secret is the
+# first non-empty capture group (or ``secretGroup``), a secret at or below the rule's entropy
+# is dropped, and the global and per-rule allowlists (regexes on the secret, match or line;
+# stop words in the secret) drop known non-secrets.  Go RE2 syntax is translated by
+# ``_go_regex``; rules that need a file path (we scan text, not files) are skipped.
+
+GITLEAKS_TOML = Path(__file__).parent / "rules" / "gitleaks.toml"
+
+# RE2's POSIX classes, which Python's ``re`` lacks, spelled out (ASCII, as in RE2).
+_POSIX_CLASSES = {
+    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
+    "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
+    "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
+    "xdigit": "0-9A-Fa-f",
+}
+_INLINE_FLAGS_RE = re.compile(r"\(\?([imsU-]+)\)")
+
+
+def _go_regex(pattern: str) -> str:
+    """Translate RE2 syntax that Python's ``re`` reads differently or not at all:
+
+    - ``[[:alnum:]]`` and the other POSIX classes are spelled out;
+    - ``\\z`` (end of text) becomes ``\\Z``;
+    - ``[``, ``|``, ``&``, ``~`` inside a class are escaped (Python warns about future set
+      operations there);
+    - a flag group ``(?i)`` after the start applies, in RE2, to the rest of its enclosing group,
+      alternatives included; Python accepts global flags only at the start, so the rest of each
+      alternative is wrapped in a scoped ``(?i:...)`` instead.
+    """
+    out: list[str] = []
+    # one frame per open group: the flags opened by ``(?x)`` inside it, re-opened after ``|``
+    frames: list[list[str]] = [[]]
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            esc = pattern[i:i + 2]
+            out.append("\\Z" if esc == "\\z" else esc)
+            i += 2
+        elif ch == "[":
+            i = _go_class(pattern, i, out)
+        elif ch == "(":
+            flags = _INLINE_FLAGS_RE.match(pattern, i)
+            if flags and i > 0:
+                out.append(f"(?{flags.group(1)}:")
+                frames[-1].append(flags.group(1))
+                i = flags.end()
+                continue
+            if flags:
+                out.append(flags.group())
+                i = flags.end()
+                continue
+            frames.append([])
+            out.append(ch)
+            i += 1
+        elif ch == "|":
+            opened = frames[-1]
+            out.append(")" * len(opened) + "|" + "".join(f"(?{f}:" for f in opened))
+            i += 1
+        elif ch == ")":
+            opened = frames.pop() if len(frames) > 1 else []
+            out.append(")" * len(opened) + ")")
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    out.append(")" * len(frames[0]))
+    return "".join(out)
+
+
+def _go_class(pattern: str, i: int, out: list[str]) -> int:
+    """Copy the character class starting at ``pattern[i]`` to ``out``; return the index after it."""
+    out.append("[")
+    i += 1
+    if pattern.startswith("^", i):
+        out.append("^")
+        i += 1
+    if pattern.startswith("]", i):  # a leading ] is literal
+        out.append("\\]")
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        posix = re.match(r"\[:(\^?)([a-z]+):\]", pattern[i:])
+        if posix and posix.group(2) in _POSIX_CLASSES and not posix.group(1):
+            out.append(_POSIX_CLASSES[posix.group(2)])
+            i += posix.end()
+            continue
+        out.append("\\" + ch if ch in "[|&~" else ch)
+        i += 1
+    out.append("]")
+    return i + 1
+
+
+# gitleaks ends most token rules with this group: a key must be followed by a quote,
+# backtick, space, ``;``, an escaped newline or the end.  In files that holds; memories are
+# prose, where a key also ends a sentence or a parenthesis, so those are accepted as well.
+_GITLEAKS_END = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+_PROSE_END = r"""(?:[\x60'"\s;.,:!?)\]}>]|\\[nr]|$)"""
+
+
+def _prose_end(pattern: str) -> str:
+    return pattern[:-len(_GITLEAKS_END)] + _PROSE_END if pattern.endswith(_GITLEAKS_END) else pattern
+
+
+@attrs.frozen
+class _Allowlist:
+    target: str  # "secret", "match" or "line": what the regexes are matched against
+    regexes: tuple[re.Pattern[str], ...]
+    stopwords: tuple[str, ...]  # lower-case substrings of the secret
+
+    def allows(self, secret: str, match: str, line: str) -> bool:
+        target = {"match": match, "line": line}.get(self.target, secret)
+        if target and any(r.search(target) for r in self.regexes):
+            return True
+        low = secret.lower()
+        return any(w in low for w in self.stopwords)
+
+
+@attrs.frozen
+class _GitleaksRule:
+    kind: str
+    regex: re.Pattern[str]
+    keywords: tuple[str, ...]
+    entropy: float
+    secret_group: int
+    allowlists: tuple[_Allowlist, ...]
+    priority: int
+
+
+@attrs.frozen
+class GitleaksRules:
+    """The loaded rule set: the rules that compiled, and why each other rule was skipped."""
+
+    rules: tuple[_GitleaksRule, ...]
+    allowlists: tuple[_Allowlist, ...]  # global
+    skipped: dict[str, str]  # rule id -> reason
+
+
+def _go_compile(pattern: str) -> re.Pattern[str]:
+    """Compile a translated RE2 pattern; RE2 classes (\\w \\d \\s \\b) are ASCII-only."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a translation gap must fail loudly, not warn
+        return re.compile(_go_regex(pattern), re.ASCII)
+
+
+def _allowlist(spec: dict[str, Any]) -> _Allowlist | None:
+    """An allowlist as gitleaks applies it to text; None when it can never apply here
+    (an AND condition that includes paths or commits, which text has not)."""
+    if spec.get("condition", "OR").upper() == "AND" and (spec.get("paths") or spec.get("commits")):
+        return None
+    regexes = tuple(_go_compile(r) for r in spec.get("regexes", ()))
+    stopwords = tuple(w.lower() for w in spec.get("stopwords", ()))
+    if not regexes and not stopwords:
+        return None  # paths or commits only
+    return _Allowlist(spec.get("regexTarget", "secret"), regexes, stopwords)
+
+
+def load_gitleaks(path: Path = GITLEAKS_TOML) -> GitleaksRules:
+    """Read a gitleaks config; every rule whose regex compiles is loaded."""
+    with path.open("rb") as fh:
+        config = tomllib.load(fh)
+    glob = config.get("allowlist")
+    glob_lists = [glob, *config.get("allowlists", [])] if glob else config.get("allowlists", [])
+    rules: list[_GitleaksRule] = []
+    skipped: dict[str, str] = {}
+    for spec in config.get("rules", []):
+        rid = spec["id"]
+        if "regex" not in spec or "path" in spec:
+            skipped[rid] = "needs a file path"
+            continue
+        try:
+            regex = _go_compile(_prose_end(spec["regex"]))
+            lists = tuple(a for a in map(_allowlist, spec.get("allowlists", [])) if a is not None)
+        except (re.error, Warning) as exc:
+            skipped[rid] = f"does not compile: {exc}"
+            continue
+        rules.append(_GitleaksRule(
+            rid, regex, tuple(k.lower() for k in spec.get("keywords", [])), float(spec.get("entropy", 0.0)),
+            int(spec.get("secretGroup", 0)), lists, priority=_GENERIC_PRIORITY if "generic" in rid else 1))
+    return GitleaksRules(tuple(rules), tuple(a for a in map(_allowlist, glob_lists) if a is not None),
+                         skipped)
+
+
+@functools.cache
+def gitleaks_rules() -> GitleaksRules:
+    """The vendored rule set, loaded on first use (compiling it costs tens of milliseconds,
+    which commands that never scan should not pay)."""
+    return load_gitleaks()
+
+
+def _line_at(text: str, start: int, end: int) -> str:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    return text[line_start:len(text) if line_end < 0 else line_end]
+
+
+def _gitleaks_findings(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
+    """Secrets found by the vendored gitleaks rules whose keywords occur in the text."""
+    loaded = gitleaks_rules()
+    for rule in loaded.rules:
+        if rule.keywords and not any(k in lower for k in rule.keywords):
+            continue
+        for m in rule.regex.finditer(text):
+            span = _gitleaks_secret_span(m, rule.secret_group)
+            if span is None:
+                continue
+            secret = text[span[0]:span[1]]
+            if rule.entropy and _entropy(secret) <= rule.entropy:
+                continue
+            if rule.priority == _GENERIC_PRIORITY and _decodes_to_text(secret):
+                continue  # the generic rule's base64 branch also takes encoded text fixtures
+            match, line = m.group().strip("\n"), _line_at(text, m.start(), m.end())
+            if any(a.allows(secret, match, line) for a in (*loaded.allowlists, *rule.allowlists)):
+                continue
+            yield rule.kind, span[0], span[1], rule.priority
+
+
+def _gitleaks_secret_span(m: re.Match[str], group: int) -> tuple[int, int] | None:
+    """The secret's span: ``secretGroup`` when set, else the first non-empty group, else the
+    whole match without surrounding newlines (as gitleaks does)."""
+    if group:
+        return m.span(group) if m.group(group) else None
+    for g in range(1, (m.re.groups or 0) + 1):
+        if m.group(g):
+            return m.span(g)
+    start, end = m.span()
+    while start < end and m.string[start] == "\n":
+        start += 1
+    while end > start and m.string[end - 1] == "\n":
+        end -= 1
+    return (start, end) if end > start else None
+
+
+# --------------------------------------------------------------------------------------------
 # Secrets: collect, merge overlapping spans
 
 def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
@@ -571,16 +869,41 @@ def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
         for m in rule.regex.finditer(text):
             if (rule.check is None or rule.check(m)) and m.end(rule.group) > m.start(rule.group):
                 yield rule.kind, m.start(rule.group), m.end(rule.group), rule.priority
+    yield from _gitleaks_findings(text, lower)
     if "://" in text:
         yield from _credentialed_urls(text)
     yield from _assignment_findings(text, lower)
     yield from _generic_findings(text, lower)
 
 
+# Public keys and certificates are meant to be shared: nothing inside one is a secret.
+_PUBLIC_KEY_RE = re.compile(
+    r"(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp(?:256|384|521)"
+    r"|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)[ \t]+AAAA[A-Za-z0-9+/]+={0,3}"
+    r"|-----BEGIN (?:(?:RSA |EC |DSA |SSH2 |PGP )?PUBLIC KEY(?: BLOCK)?|CERTIFICATE)-----[\s\S]*?-----END [A-Z0-9 ]+-----"
+    r"|(?<![a-z0-9])age1[02-9ac-hj-np-z]{58}(?![a-z0-9])"
+    r"|(?i:\b(?:sha(?:1|224|256|384|512)|md5|h1)[:-])[A-Za-z0-9+/=_-]{16,}")  # digests, fingerprints
+_PUBLIC_GATE = ("ssh-", "ecdsa-", "public key", "certificate", "age1", "sha", "md5", "h1:", "h1-")
+# Documentation placeholders: AWS's documented keys end in EXAMPLE (AKIAIOSFODNN7EXAMPLE,
+# ...EXAMPLEKEY), and vendors' docs spell out that a token is not real.
+_DOC_PLACEHOLDER_RE = re.compile(r"(?i)example|placeholder|not[-_]?a[-_]?real|dummy|x{8}")
+
+
+def _public_spans(text: str, lower: str) -> list[tuple[int, int]]:
+    if not any(g in lower for g in _PUBLIC_GATE):
+        return []
+    return [m.span() for m in _PUBLIC_KEY_RE.finditer(text)]
+
+
 def _secret_findings(text: str, lower: str) -> list[Finding]:
-    """Secret spans merged where they overlap; each region takes its most specific kind."""
+    """Secret spans merged where they overlap; each region takes its most specific kind.
+    Spans inside a public key or certificate, and documentation placeholders, are dropped."""
+    public = _public_spans(text, lower)
+    raw = [r for r in _raw_secrets(text, lower)
+           if not _DOC_PLACEHOLDER_RE.search(text, r[1], r[2])
+           and not any(p_start <= r[1] and r[2] <= p_end for p_start, p_end in public)]
     regions: list[tuple[int, int, int, str]] = []  # start, end, priority, kind
-    for kind, start, end, priority in sorted(_raw_secrets(text, lower), key=lambda r: (r[1], -r[2])):
+    for kind, start, end, priority in sorted(raw, key=lambda r: (r[1], -r[2])):
         if regions and start < regions[-1][1]:
             r_start, r_end, r_prio, r_kind = regions[-1]
             best = (priority, kind) if priority < r_prio else (r_prio, r_kind)
