@@ -6,7 +6,8 @@ child logs to stderr, which the adapter reads (docs/rpc.md).  stdout belongs to 
 --json output.
 
 Secrets never reach a log line: the clients log URLs and statuses only, and this processor
-masks any value under a key that looks like a credential, as a last line of defence.
+masks any value under a key that looks like a credential and any secret the safety scan finds
+inside a text value, as a last line of defence.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from realmem.safety import mask_secrets
+
 _SECRET_KEYS = ("key", "token", "secret", "password", "authorization", "api_key", "apikey")
 MAX_LOG_BYTES = 5 * 1024 * 1024  # then the log moves to <name>.1 and starts again
 
@@ -27,6 +30,14 @@ def _mask(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     for k in list(event):
         if any(s in k.lower() for s in _SECRET_KEYS) and k != "event":
             event[k] = "****"
+    return event
+
+
+def _mask_values(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Secrets inside any text value (an error message quoting its input, say) are masked too."""
+    for k, v in event.items():
+        if isinstance(v, str) and v:
+            event[k] = mask_secrets(v)
     return event
 
 
@@ -72,6 +83,7 @@ def configure(level: str | None = None, *, file: Path | None = None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _mask,
+            _mask_values,
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, name, logging.WARNING)),

@@ -167,10 +167,8 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     if not result.ok:
         reason = result.reason()
         text = "Refused: " + reason.removeprefix("refused: ") + "."
-        # Never echo a secret: the trace keeps the candidate with secrets masked.
-        _, r_caption, r_content = safety.scan_memory(caption, content, redact=True)
-        if safety.SECRET in {f.category for f in result.findings} and (r_caption, r_content) == (caption, content):
-            r_caption, r_content = "(withheld)", "(withheld)"
+        # Never store a secret: the trace keeps the candidate with secrets masked.
+        r_caption, r_content = safety.mask_memory(caption, content, result)
         trace["candidate"].update({"caption": r_caption, "content": r_content})
         trace["decision"] = {"action": "refuse", "rule": "safety", "reason": reason}
         if not dry_run:
@@ -180,8 +178,9 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
                 events.append(ev.CandidateDone(candidate_id, "refuse"))
             app.emit(events)
         return Outcome("refuse", None, text, warnings, trace)
-    if result.findings:  # redacted
+    if result.findings:  # redacted: the trace (kept in the event log) holds only the redacted text
         cand.caption, cand.content = s_caption, s_content
+        trace["candidate"].update({"caption": s_caption, "content": s_content})
         warnings.append(f"note: {result.reason()}")
 
     snap = log.last_seq(app.conn)

@@ -29,7 +29,7 @@ import attrs
 SECRET = "secret"
 INJECTION = "injection"
 
-__all__ = ["INJECTION", "SECRET", "Finding", "ScanResult", "scan", "scan_memory"]
+__all__ = ["INJECTION", "SECRET", "Finding", "ScanResult", "mask_memory", "mask_secrets", "scan", "scan_memory"]
 
 
 @attrs.frozen
@@ -636,6 +636,7 @@ _POSIX_CLASSES = {
     "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
     "xdigit": "0-9A-Fa-f",
 }
+_DOT_STAR_BOUND = 512
 _INLINE_FLAGS_RE = re.compile(r"\(\?([imsU-]+)\)")
 
 
@@ -648,7 +649,11 @@ def _go_regex(pattern: str) -> str:
       operations there);
     - a flag group ``(?i)`` after the start applies, in RE2, to the rest of its enclosing group,
       alternatives included; Python accepts global flags only at the start, so the rest of each
-      alternative is wrapped in a scoped ``(?i:...)`` instead.
+      alternative is wrapped in a scoped ``(?i:...)`` instead;
+    - ``.*`` becomes ``.{0,512}``: RE2 runs it in linear time, Python backtracks, and the curl
+      rules' ``curl\b(?:.*?|.*?(?:[\r\n]{1,2}.*?){1,5})`` then took 0.4 s on an 8,000-character
+      line of repeated ``curl -H``.  No memory line puts 512 characters between a command and
+      its header flag.
     """
     out: list[str] = []
     # one frame per open group: the flags opened by ``(?x)`` inside it, re-opened after ``|``
@@ -676,6 +681,9 @@ def _go_regex(pattern: str) -> str:
             frames.append([])
             out.append(ch)
             i += 1
+        elif ch == "." and pattern.startswith("*", i + 1):
+            out.append(".{0,%d}" % _DOT_STAR_BOUND)
+            i += 2
         elif ch == "|":
             opened = frames[-1]
             out.append(")" * len(opened) + "|" + "".join(f"(?{f}:" for f in opened))
@@ -761,6 +769,18 @@ class GitleaksRules:
     rules: tuple[_GitleaksRule, ...]
     allowlists: tuple[_Allowlist, ...]  # global
     skipped: dict[str, str]  # rule id -> reason
+    # the prefilter: each distinct keyword with the indexes of the rules it opens, and the
+    # rules without keywords (always run); one substring test per keyword, not per rule
+    by_keyword: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    always: tuple[int, ...] = ()
+
+    def candidates(self, lower: str) -> list[_GitleaksRule]:
+        """The rules whose keywords occur in ``lower``, in file order."""
+        hits = set(self.always)
+        for keyword, indexes in self.by_keyword:
+            if keyword in lower:
+                hits.update(indexes)
+        return [self.rules[i] for i in sorted(hits)]
 
 
 def _go_compile(pattern: str) -> re.Pattern[str]:
@@ -804,8 +824,13 @@ def load_gitleaks(path: Path = GITLEAKS_TOML) -> GitleaksRules:
         rules.append(_GitleaksRule(
             rid, regex, tuple(k.lower() for k in spec.get("keywords", [])), float(spec.get("entropy", 0.0)),
             int(spec.get("secretGroup", 0)), lists, priority=_GENERIC_PRIORITY if "generic" in rid else 1))
-    return GitleaksRules(tuple(rules), tuple(a for a in map(_allowlist, glob_lists) if a is not None),
-                         skipped)
+    by_keyword: dict[str, list[int]] = {}
+    for i, rule in enumerate(rules):
+        for keyword in rule.keywords:
+            by_keyword.setdefault(keyword, []).append(i)
+    return GitleaksRules(
+        tuple(rules), tuple(a for a in map(_allowlist, glob_lists) if a is not None), skipped,
+        tuple((k, tuple(v)) for k, v in by_keyword.items()), tuple(i for i, r in enumerate(rules) if not r.keywords))
 
 
 @functools.cache
@@ -824,9 +849,7 @@ def _line_at(text: str, start: int, end: int) -> str:
 def _gitleaks_findings(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
     """Secrets found by the vendored gitleaks rules whose keywords occur in the text."""
     loaded = gitleaks_rules()
-    for rule in loaded.rules:
-        if rule.keywords and not any(k in lower for k in rule.keywords):
-            continue
+    for rule in loaded.candidates(lower):
         for m in rule.regex.finditer(text):
             span = _gitleaks_secret_span(m, rule.secret_group)
             if span is None:
@@ -962,5 +985,16 @@ def scan_memory(caption: str, content: str, *, redact: bool = False) -> tuple[Sc
     result = scan(joined, redact=redact)
     if not (redact and result.ok and result.findings):
         return result, caption, content
+    return (result, *mask_memory(caption, content, result))
+
+
+def mask_memory(caption: str, content: str, result: ScanResult) -> tuple[str, str]:
+    """Caption and content with every secret of a ``scan_memory`` result masked, whatever else
+    was found (a refused candidate is recorded this way, so its secret is never stored)."""
     secrets = [f for f in result.findings if f.category == SECRET]
-    return result, _redact(caption, secrets), _redact(content, secrets, offset=len(caption) + 1)
+    return _redact(caption, secrets), _redact(content, secrets, offset=len(caption) + 1)
+
+
+def mask_secrets(text: str) -> str:
+    """The text with every secret masked (for log lines and error messages)."""
+    return _redact(text, _secret_findings(text, _lower(text)))
