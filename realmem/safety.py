@@ -1,7 +1,10 @@
 """Local safety scan for memory candidates (spec: "Remember path", step 1).
 
 A candidate that contains a secret (keys, tokens, private keys, credentialed URLs, literal
-password assignments) is refused, or redacted when the caller asks for it.  A candidate that
+password assignments) is refused, or redacted when the caller asks for it.  Token families come
+from gitleaks' default rule set, vendored in ``realmem/rules/gitleaks.toml`` and loaded with
+gitleaks' semantics; realmem's own rules cover what gitleaks does not (prose, assignments,
+URLs, wider shapes).  Public keys, digests and documentation placeholders are not secrets.  A candidate that
 contains a prompt-injection pattern (override instructions, forged chat or system tags,
 exfiltration, ``curl | sh``, bidi or invisible characters) is always refused.  Refusal
 reasons name only the category and kind of each finding, never the matched text.
@@ -461,7 +464,8 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
     # "forget everything above", "disregard all of the above", "ignore what you were told"
     _inj("override-instructions",
          r"(?:ignore|disregard|forget|override)\s+(?:(?:all|everything|anything)\s+(?:of\s+)?(?:the\s+)?"
-         r"(?:above|before|previously|prior|earlier|said|written)|all\s+(?:of\s+)?the\s+above\b|the\s+above\s*(?:[.,;:!]|$|and\b|text\b)"
+         r"(?:above|before|previously|prior|earlier|said|written)|all\s+(?:of\s+)?the\s+above\b"
+         r"|the\s+above\s*(?:[.,;:!]|$|and\b|text\b)"
          r"|what\s+(?:you\s+(?:were|have\s+been)\s+told|i\s+said)\s+(?:before|above|earlier|previously))"),
     # "new system prompt: ...", "reveal your system prompt", "print your initial instructions"
     _inj("override-instructions",
@@ -483,7 +487,8 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
          r"|assistant|agent|model)s?\b|\b(?:ai|llm|assistant|agent|model)s?\s+(?:reading|processing|parsing"
          r"|summari[sz]ing)\s+this\b[^\n]{0,40}?(?:must|should|shall|will|are\s+to|need\s+to)\b"),
     _inj("override-instructions",
-         r"(?:disable|turn\s+off|deactivate|bypass|ignore)\s+(?:your|all\s+(?:of\s+)?your|the\s+(?:assistant|agent|model)'?s?)"
+         r"(?:disable|turn\s+off|deactivate|bypass|ignore)\s+"
+         r"(?:your|all\s+(?:of\s+)?your|the\s+(?:assistant|agent|model)'?s?)"
          r"\s+(?:safety|content|ethical|moral)?\s*(?:filters?|guardrails|restrictions|safeguards|guidelines|rules)\b"),
 )
 # Case matters here: ``<instructions>`` is a prompt tag, ``Vec<Instruction>`` is Rust, and
@@ -910,13 +915,16 @@ def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
     yield from _generic_findings(text, lower)
 
 
-# Public keys and certificates are meant to be shared: nothing inside one is a secret.
+# Public keys, certificates and digests are meant to be shared: nothing inside one is a
+# secret.  Bodies are base64 or hex only, so a span never swallows a token or a private key.
 _PUBLIC_KEY_RE = re.compile(
     r"(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp(?:256|384|521)"
     r"|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)[ \t]+AAAA[A-Za-z0-9+/]+={0,3}"
-    r"|-----BEGIN (?:(?:RSA |EC |DSA |SSH2 |PGP )?PUBLIC KEY(?: BLOCK)?|CERTIFICATE)-----[\s\S]*?-----END [A-Z0-9 ]+-----"
+    r"|-----BEGIN (?P<pem>(?:(?:RSA |EC |DSA |SSH2 |PGP )?PUBLIC KEY(?: BLOCK)?|CERTIFICATE))-----"
+    r"[A-Za-z0-9+/=\s:,.()-]*?-----END (?P=pem)-----"
     r"|(?<![a-z0-9])age1[02-9ac-hj-np-z]{58}(?![a-z0-9])"
-    r"|(?i:\b(?:sha(?:1|224|256|384|512)|md5|h1)[:-])[A-Za-z0-9+/=_-]{16,}")  # digests, fingerprints
+    r"|(?i:\b(?:sha(?:1|224|256|384|512)|md5|h1)[:-])(?:[0-9a-fA-F]{32,128}|[A-Za-z0-9+/]{20,}={0,2})"
+    r"(?![A-Za-z0-9+/=_-])")
 _PUBLIC_GATE = ("ssh-", "ecdsa-", "public key", "certificate", "age1", "sha", "md5", "h1:", "h1-")
 # Documentation placeholders: AWS's documented keys end in EXAMPLE (AKIAIOSFODNN7EXAMPLE,
 # ...EXAMPLEKEY), and vendors' docs spell out that a token is not real.
