@@ -443,6 +443,30 @@ def test_keyword_prefilter_runs_only_rules_whose_keyword_occurs() -> None:
     assert "npm-access-token" not in kinds
 
 
+ANCHORED = [r for r in load_gitleaks().rules if r.anchor is not None]
+CONTEXT_WORDS = st.sampled_from(["api", "key", "Token", "SECRET", "auth", "twitter", "jira", "=", ": ", " ", "\n",
+                                 "'", '"', "_", "-", ".", "ab", "Z9", "AbC123dEf456GhI789jK", "x" * 12])
+
+
+def test_context_rules_are_anchored() -> None:
+    assert len(ANCHORED) >= 90
+    assert "generic-api-key" in {r.kind for r in ANCHORED}
+    assert "atlassian-api-token" not in {r.kind for r in ANCHORED}  # a second top-level alternative
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(CONTEXT_WORDS, max_size=60).map("".join))
+def test_anchored_search_finds_exactly_what_finditer_finds(text: str) -> None:
+    for rule in ANCHORED:
+        assert [m.span() for m in rule.finditer(text)] == [m.span() for m in rule.regex.finditer(text)]
+
+
+def test_anchored_search_on_the_corpora() -> None:
+    for text in [s.text for s in SECRETS] + clean_lines():
+        for rule in ANCHORED:
+            assert [m.span() for m in rule.finditer(text)] == [m.span() for m in rule.regex.finditer(text)]
+
+
 def test_gitleaks_entropy_and_stopwords_drop_findings() -> None:
     rng = random.Random(12)
     assert "github-pat" not in scan("ghp_" + "a" * 36).kinds(SECRET)  # entropy 0 <= 3
