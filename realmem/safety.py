@@ -376,8 +376,10 @@ _SENSITIVE_NOUN = (
     r"|session[ _-]?ids?|conversation|chat[ _-]?history|system[ _-]?prompt)\b"
     rf"|{_SENSITIVE}"
 )
+# Query parameters named for what an exfiltration image carries out; not the ones badges and
+# avatars use (label, message, style, s and d for size and default, text for placeholders).
 _LEAK_PARAMS = (r"data|secrets?|tokens?|keys?|pass(?:word)?|pwd|creds?|credentials|history|conversation|chat"
-                r"|prompt|context|memory|memories|env|info|leak|exfil|payload|msg|message|content|text|q|d|x|s|c|p")
+                r"|prompt|context|memory|memories|env|leak|exfil|payload|q")
 _FETCHERS = r"(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b"
 
 _INJECTION_RULES: tuple[_InjectionRule, ...] = (

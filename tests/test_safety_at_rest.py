@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from realmem import logs
 from realmem.app import Realmem
 from realmem.remember import remember
 from test_safety import expand
@@ -93,7 +94,7 @@ def test_refused_candidates_leave_no_trace_while_the_store_is_open(app: Realmem,
     assert holders(tuple(all_parts), home, repo) == []
 
 
-def test_redacted_candidates_store_only_the_redacted_text(app: Realmem, home: Path, repo: Path,
+def test_redacted_candidates_store_only_the_redacted_text(home: Path, repo: Path, servers,  # type: ignore[no-untyped-def]
                                                            monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("REALMEM_SAFETY_REDACT", "1")
     with Realmem.open(home, repo) as redacting:
@@ -149,3 +150,10 @@ def test_cli_redaction_queued_then_retried_leaves_no_trace(home: Path, repo: Pat
         for s in (s1, emb, chat):
             s.stop()
     assert holders(tuple(all_parts), home, repo) == []
+
+
+def test_log_values_are_masked() -> None:
+    """The last line of defence: a log value quoting a secret (an error echoing its input)."""
+    secret, _ = expand("ghp_<<A:36>>", random.Random(5))
+    event = logs._mask_values(None, "warning", {"event": "rpc usage error", "error": f"bad value {secret}"})
+    assert event == {"event": "rpc usage error", "error": "bad value [REDACTED:github-pat]"}
