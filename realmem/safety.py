@@ -986,6 +986,21 @@ _PUBLIC_GATE = ("ssh-", "ecdsa-", "public key", "certificate", "age1", "sha", "m
 _DOC_PLACEHOLDER_RE = re.compile(r"(?i)example|placeholder|not[-_]?a[-_]?real|dummy|x{8}")
 
 
+_SHORT_ID_RE = re.compile(r"[A-Za-z0-9_-]{22}")
+_UUID7_FROM_MS, _UUID7_TO_MS = 1_577_836_800_000, 4_102_444_800_000  # 2020 .. 2100
+
+
+def _is_short_uuid7(token: str) -> bool:
+    """A realmem id as shown to models (22-character base64url UUIDv7 with a plausible
+    timestamp): a memory may name another one next to the word "key"; a random key has
+    about one chance in 6,000 to look like this."""
+    if not _SHORT_ID_RE.fullmatch(token):
+        return False
+    raw = base64.urlsafe_b64decode(token + "==")
+    ms = int.from_bytes(raw[:6], "big")
+    return raw[6] >> 4 == 7 and raw[8] >> 6 == 2 and _UUID7_FROM_MS <= ms < _UUID7_TO_MS
+
+
 def _public_spans(text: str, lower: str) -> list[tuple[int, int]]:
     if not any(g in lower for g in _PUBLIC_GATE):
         return []
@@ -994,10 +1009,12 @@ def _public_spans(text: str, lower: str) -> list[tuple[int, int]]:
 
 def _secret_findings(text: str, lower: str) -> list[Finding]:
     """Secret spans merged where they overlap; each region takes its most specific kind.
-    Spans inside a public key or certificate, and documentation placeholders, are dropped."""
+    Spans inside a public key or certificate, documentation placeholders and realmem ids found
+    only by a generic rule are dropped."""
     public = _public_spans(text, lower)
     raw = [r for r in _raw_secrets(text, lower)
            if not _DOC_PLACEHOLDER_RE.search(text, r[1], r[2])
+           and not (r[3] == _GENERIC_PRIORITY and _is_short_uuid7(text[r[1]:r[2]]))
            and not any(p_start <= r[1] and r[2] <= p_end for p_start, p_end in public)]
     regions: list[tuple[int, int, int, str]] = []  # start, end, priority, kind
     for kind, start, end, priority in sorted(raw, key=lambda r: (r[1], -r[2])):

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from realmem import ids
 from realmem.safety import (
     GITLEAKS_TOML,
     INJECTION,
@@ -498,6 +499,14 @@ def test_issue_10_misses_are_refused() -> None:
 ])
 def test_documentation_placeholders_and_public_keys_are_not_secrets(text: str) -> None:
     assert scan(text).findings == ()
+
+
+def test_realmem_ids_near_a_keyword_are_not_generic_keys() -> None:
+    memory_id = ids.short(ids.new_id())
+    assert scan(f"The memory about the deploy key is {memory_id}").findings == ()
+    assert scan(f"See [{memory_id}] for the api token rotation").findings == ()
+    key = rand(random.Random(16), 22, URLSAFE)
+    assert scan(f"The vendor key is {key}").kinds(SECRET) == ("generic-api-key",)
 
 
 def test_public_spans_never_swallow_a_secret() -> None:
