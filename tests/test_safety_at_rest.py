@@ -136,6 +136,7 @@ def test_cli_redaction_queued_then_retried_leaves_no_trace(home: Path, repo: Pat
         assert '"queued": true' in p.stdout, p.stdout
         all_parts += parts
     assert (home / "queue.sqlite").exists()  # the Huey db is among the files searched
+    assert (home / "realmem.log").stat().st_size > 0  # so is the CLI's own log (REALMEM_LOG=debug)
     assert holders(tuple(all_parts), home, repo) == []
     s1, emb, chat = FakeSystemOne().start(), FakeEmbeddings().start(), FakeChat().start()
     try:
