@@ -597,6 +597,23 @@ def rpc(c: Ctx) -> None:
 
 
 @cli.command()
+@pass_ctx
+def mcp(c: Ctx) -> None:
+    """Serve the realmem tools, prompt and resource to any MCP client over stdio."""
+    from realmem.agents.mcp_server import serve
+    sys.exit(serve(c.home, c.cwd))
+
+
+@cli.command("hook-server")
+@click.option("--idle", type=float, default=None, help="exit after this many idle seconds")
+@pass_ctx
+def hook_server(c: Ctx, idle: float | None) -> None:
+    """The per-home server the agent hooks reach over a Unix socket (started on demand)."""
+    from realmem.agents.hookserver import run
+    sys.exit(run(home_dir(c.home), idle_seconds=idle))
+
+
+@cli.command()
 @click.option("--sizes", default="10000", help="comma-separated store sizes, e.g. 10000,100000")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--quick", is_flag=True, help="fewer iterations (for a smoke run)")

@@ -38,7 +38,8 @@ def touched_paths(tool_name: str, tool_input: Any, *, cwd, home) -> list[str]:  
                         except paths.PathError:
                             pass
         command = tool_input.get("command")
-        if isinstance(command, str) and (tool_name == "bash" or "bash" in tool_name or "shell" in tool_name):
+        name = tool_name.lower()  # Pi says "bash", Claude Code "Bash"
+        if isinstance(command, str) and ("bash" in name or "shell" in name):
             out.extend(paths.touched_paths_from_bash(command, cwd=cwd, home=home))
     seen: set[str] = set()
     return [p for p in out if not (p in seen or seen.add(p))]

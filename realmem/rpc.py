@@ -171,51 +171,28 @@ class Server:
         return pathnotes.dumps(notes)
 
     def on_recall(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import recall, render
-        app = self.app(p)
-        res = recall.recall(app, queries=_strs(p.get("queries")), raw_paths=_strs(p.get("paths")),
+        from realmem import tools
+        return tools.recall(self.app(p), queries=_strs(p.get("queries")), paths=_strs(p.get("paths")),
                             id_values=_strs(p.get("ids")), page=int(p.get("page") or 1), scope=p.get("scope"),
                             recent_paths=_strs(p.get("recent_paths")))
-        return {"text": render.recall_text(res), "details": {
-            "items": [render.memory_json(i.memory, i.used_count) for i in res.items],
-            "page": res.page, "pages": res.pages, "total": res.total}}
 
     def on_remember(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.remember import remember
-        app = self.app(p)
-        out = remember(app, str(p.get("caption", "")), str(p.get("content", "")), scope=p.get("scope"),
-                       paths=_strs(p.get("paths")), user_requested=bool(p.get("user_requested")),
-                       source=str(p.get("source") or "remember"))
-        return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
-                                              "id": ids.short(out.memory.id) if out.memory else None}}
+        from realmem import tools
+        return tools.remember(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
+                              scope=p.get("scope"), paths=_strs(p.get("paths")),
+                              user_requested=bool(p.get("user_requested")), source=str(p.get("source") or "remember"))
 
     def on_status(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import status
-        info = status.gather(self.app(p))
-        return {"text": status.text(info), "details": info}
+        from realmem import tools
+        return tools.status(self.app(p))
 
     def on_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import recall, render
-        res = recall.listing(self.app(p), page=int(p.get("page") or 1), scope=p.get("scope"))
-        return {"text": render.list_text(res), "details": {
-            "items": [render.memory_json(i.memory, i.used_count) for i in res.items],
-            "page": res.page, "pages": res.pages, "total": res.total}}
+        from realmem import tools
+        return tools.listing(self.app(p), page=int(p.get("page") or 1), scope=p.get("scope"))
 
     def on_forget(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import memories
-        app = self.app(p)
-        keys, errors = [], []
-        for v in _strs(p.get("ids")):
-            try:
-                keys.append(app.resolve(v))
-            except RealmemError as exc:
-                errors.append(str(exc))
-        if keys:
-            memories.forget(app, keys)
-        done = [f"Forgot {count(len(keys), 'memory')}: "
-                + ", ".join(ids.short(k[1]) for k in keys)] if keys else []
-        text = "\n".join(done + errors) or "Nothing forgotten."
-        return {"text": text, "details": {"forgotten": [ids.short(k[1]) for k in keys], "errors": errors}}
+        from realmem import tools
+        return tools.forget(self.app(p), _strs(p.get("ids")))
 
     def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import manage, render

@@ -1,0 +1,170 @@
+"""`realmem hook-server`: the long-lived per-home process that answers agent hooks over a Unix
+socket, so a hook (run after every tool call) costs a process start of a stdlib-only client
+plus one warm request, not an import of realmem and a store open.
+
+One per REALMEM_HOME, guarded like the worker: the server holds the ``hooks`` lease lock
+while it runs; a second one (a start race) cannot take it and exits at once.  It exits after
+``worker.idleSeconds`` without a request, or when its home is removed.  Requests are served
+one at a time: each is a few milliseconds, and the stores' apps stay open between them.
+
+Wire: one JSON line in ``{"v": 1, "input": <hook input>}``, one JSON line out
+``{"output": <hook output or null>, "error"?: str}``; the event is the input's
+``hook_event_name`` (Claude Code's documented field).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from realmem import db, logs, pathnotes
+from realmem.agents import claude_code
+from realmem.agents.hookclient import PROTOCOL, socket_path
+from realmem.app import Realmem
+from realmem.config import Config
+from realmem.lock import LeaseLock, LockTimeout
+
+log = structlog.get_logger("realmem.hooks")
+
+LOCK = "hooks"
+LOCK_WAIT_SECONDS = 2.0
+ACCEPT_POLL_SECONDS = 1.0
+READ_TIMEOUT_SECONDS = 10.0
+
+
+class Handler:
+    """The hook events, with one warm app and path-note index per working directory."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.apps: dict[str, Realmem] = {}
+        self.indexes: dict[str, pathnotes.NoteIndex] = {}
+
+    def app(self, cwd: str, session_id: str | None) -> Realmem:
+        key = str(Path(cwd).resolve())
+        app = self.apps.get(key)
+        if app is None:
+            app = Realmem.open(self.home, key, scan=False)
+            self.apps[key] = app
+        app.session = claude_code.actor(session_id)
+        return app
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if msg.get("v") != PROTOCOL or not isinstance(msg.get("input"), dict):
+            return {"output": None, "error": f"unsupported request (protocol {PROTOCOL} expected)"}
+        hook = msg["input"]
+        event = hook.get("hook_event_name")
+        cwd = hook.get("cwd") or os.getcwd()
+        if not isinstance(cwd, str) or not Path(cwd).is_dir():
+            return {"output": None, "error": f"no such directory: {cwd!r}"}
+        sid = hook.get("session_id") if isinstance(hook.get("session_id"), str) else None
+        if event == "SessionStart":
+            return {"output": claude_code.session_start(self.app(cwd, sid), hook)}
+        if event == "PostToolUse":
+            app = self.app(cwd, sid)
+            index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
+            return {"output": claude_code.post_tool_use(app, index, hook)}
+        return {"output": None, "error": f"unsupported hook event {event!r}"}
+
+    def close(self) -> None:
+        for app in self.apps.values():
+            app.close()
+        self.apps.clear()
+
+
+def _serve_one(conn: socket.socket, handler: Handler) -> None:
+    conn.settimeout(READ_TIMEOUT_SECONDS)
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    try:
+        msg = json.loads(buf)
+        reply = handler.handle(msg) if isinstance(msg, dict) else {"output": None, "error": "not a JSON object"}
+    except ValueError as exc:
+        reply = {"output": None, "error": f"bad request: {exc}"}
+    except Exception as exc:  # a bug must not kill the server: the agent goes on without notes
+        log.error("hooks.failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        reply = {"output": None, "error": f"internal error: {type(exc).__name__}: {exc}"}
+    conn.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+
+
+def _listen(path: Path) -> socket.socket:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.unlink()  # a stale socket of a dead server: we hold the lease, so no live one owns it
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # the socket is born 0600: only this user's agents may ask
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    sock.listen(64)
+    sock.settimeout(ACCEPT_POLL_SECONDS)
+    return sock
+
+
+def run(home: Path, *, idle_seconds: float | None = None) -> int:
+    logs.configure()
+    home = Path(home).resolve()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db.connect(home / "realmem.sqlite").close()  # migrates before the lock table is used
+    lock = LeaseLock(home / "realmem.sqlite", LOCK)
+    try:
+        lock.acquire(timeout=LOCK_WAIT_SECONDS)
+    except LockTimeout:
+        log.info("hooks.already_running")
+        return 0
+    stop = {"flag": False}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop["flag"] = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            signal.signal(sig, on_signal)
+        except ValueError:  # not the main thread (a test running the server in a thread)
+            pass
+    idle = float(idle_seconds if idle_seconds is not None else Config(home)["worker.idleSeconds"])
+    path = socket_path(home)
+    handler = Handler(home)
+    sock = _listen(path)
+    log.info("hooks.started", pid=os.getpid(), socket=str(path), idle_seconds=idle)
+    last = time.monotonic()
+    try:
+        while not stop["flag"]:
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                if time.monotonic() - last >= idle or not home.is_dir():
+                    break
+                continue
+            with conn:
+                try:
+                    _serve_one(conn, handler)
+                except OSError as exc:  # the client went away mid-request
+                    log.warning("hooks.client_gone", error=str(exc))
+            last = time.monotonic()
+    finally:
+        sock.close()
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        handler.close()
+        lock.release()
+        log.info("hooks.stopped", pid=os.getpid())
+    return 0
