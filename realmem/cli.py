@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from realmem import ids, logs
+from realmem.agents.install import install
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import DEFAULTS, Config, ConfigError, home_dir, override
@@ -627,6 +628,9 @@ def bench(sizes: str, as_json: bool, quick: bool) -> None:
     else:
         from realmem.bench import render
         click.echo(render(results))
+
+
+cli.add_command(install)
 
 
 def main() -> None:

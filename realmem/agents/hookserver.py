@@ -7,9 +7,9 @@ while it runs; a second one (a start race) cannot take it and exits at once.  It
 ``worker.idleSeconds`` without a request, or when its home is removed.  Requests are served
 one at a time: each is a few milliseconds, and the stores' apps stay open between them.
 
-Wire: one JSON line in ``{"v": 1, "input": <hook input>}``, one JSON line out
-``{"output": <hook output or null>, "error"?: str}``; the event is the input's
-``hook_event_name`` (Claude Code's documented field).
+Wire: see ``realmem.agents.hookclient`` (a hello line and the hook's input bytes in; an error
+line and the hook's output bytes back).  The event is the input's ``hook_event_name``
+(Claude Code's documented field).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import structlog
 
 from realmem import db, logs, pathnotes
 from realmem.agents import claude_code
-from realmem.agents.hookclient import PROTOCOL, socket_path
+from realmem.agents.hookclient import HELLO, socket_path
 from realmem.app import Realmem
 from realmem.config import Config
 from realmem.lock import LeaseLock, LockTimeout
@@ -58,22 +58,20 @@ class Handler:
         app.session = claude_code.actor(session_id)
         return app
 
-    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
-        if msg.get("v") != PROTOCOL or not isinstance(msg.get("input"), dict):
-            return {"output": None, "error": f"unsupported request (protocol {PROTOCOL} expected)"}
-        hook = msg["input"]
+    def handle(self, hook: dict[str, Any]) -> dict[str, Any] | None:
+        """The hook's output object (None: print nothing); ValueError for input it cannot use."""
         event = hook.get("hook_event_name")
         cwd = hook.get("cwd") or os.getcwd()
         if not isinstance(cwd, str) or not Path(cwd).is_dir():
-            return {"output": None, "error": f"no such directory: {cwd!r}"}
+            raise ValueError(f"no such directory: {cwd!r}")
         sid = hook.get("session_id") if isinstance(hook.get("session_id"), str) else None
         if event == "SessionStart":
-            return {"output": claude_code.session_start(self.app(cwd, sid), hook)}
+            return claude_code.session_start(self.app(cwd, sid), hook)
         if event == "PostToolUse":
             app = self.app(cwd, sid)
             index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
-            return {"output": claude_code.post_tool_use(app, index, hook)}
-        return {"output": None, "error": f"unsupported hook event {event!r}"}
+            return claude_code.post_tool_use(app, index, hook)
+        raise ValueError(f"unsupported hook event {event!r}")
 
     def close(self) -> None:
         for app in self.apps.values():
@@ -83,21 +81,25 @@ class Handler:
 
 def _serve_one(conn: socket.socket, handler: Handler) -> None:
     conn.settimeout(READ_TIMEOUT_SECONDS)
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        buf += chunk
+    chunks = []
+    while chunk := conn.recv(65536):
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    error, output = "", None
     try:
-        msg = json.loads(buf)
-        reply = handler.handle(msg) if isinstance(msg, dict) else {"output": None, "error": "not a JSON object"}
+        if not data.startswith(HELLO):
+            raise ValueError("not a realmem hook request (client and server versions differ?)")
+        hook = json.loads(data[len(HELLO):] or b"{}")
+        if not isinstance(hook, dict):
+            raise ValueError("the hook input is not a JSON object")
+        output = handler.handle(hook)
     except ValueError as exc:
-        reply = {"output": None, "error": f"bad request: {exc}"}
+        error = f"bad hook input: {exc}"
     except Exception as exc:  # a bug must not kill the server: the agent goes on without notes
         log.error("hooks.failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-        reply = {"output": None, "error": f"internal error: {type(exc).__name__}: {exc}"}
-    conn.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+        error = f"internal error: {type(exc).__name__}: {exc}"
+    body = json.dumps(output, ensure_ascii=False).encode() if output is not None else b""
+    conn.sendall(" ".join(error.split()).encode() + b"\n" + body)
 
 
 def _listen(path: Path) -> socket.socket:
@@ -139,7 +141,7 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
         except ValueError:  # not the main thread (a test running the server in a thread)
             pass
     idle = float(idle_seconds if idle_seconds is not None else Config(home)["worker.idleSeconds"])
-    path = socket_path(home)
+    path = Path(socket_path(str(home)))
     handler = Handler(home)
     sock = _listen(path)
     log.info("hooks.started", pid=os.getpid(), socket=str(path), idle_seconds=idle)

@@ -1,0 +1,284 @@
+"""`realmem install`: write (or remove) realmem's Claude Code hooks and MCP server entries.
+
+``claude-code --project`` edits ``<project>/.claude/settings.json`` (hooks) and
+``<project>/.mcp.json`` (MCP server); ``--user`` edits ``~/.claude/settings.json`` and the
+top-level ``mcpServers`` of ``~/.claude.json``, where Claude Code keeps user-scope servers.
+Every change is planned first and shown as a diff; nothing is written before the user
+confirms (``--yes`` skips the question).  Installing twice changes nothing; ``--uninstall``
+removes exactly realmem's entries (recognised by the hook client's path and the server name)
+and the containers that only they filled, and leaves every other hook, server and key alone.
+
+Kept light (stdlib and click only): the CLI imports it at start.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from realmem.fsutil import atomic_write_text
+
+SERVER_NAME = "realmem"
+HOOK_CLIENT = Path(__file__).resolve().parent / "hookclient.py"
+MARKER = "realmem/agents/hookclient.py"  # how an installed hook command is recognised
+SESSION_START_MATCHER = "startup|resume|clear|compact"
+SESSION_START_TIMEOUT = 60   # seconds; the first call starts the hook server
+POST_TOOL_USE_TIMEOUT = 15
+
+
+class InstallError(click.ClickException):
+    """A settings file realmem will not touch (unreadable, not a JSON object)."""
+
+
+def hook_command(home: str | None) -> str:
+    """``python -I -S hookclient.py``: no site-packages, no realmem import (starts in milliseconds)."""
+    parts = [sys.executable, "-I", "-S", str(HOOK_CLIENT)]
+    if home:
+        parts += ["--home", home]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def server_entry(home: str | None) -> dict[str, Any]:
+    """The stdio MCP server entry, in the ``mcpServers`` shape most clients share."""
+    args = ["-m", "realmem.cli"] + (["--home", home] if home else []) + ["mcp"]
+    return {"type": "stdio", "command": sys.executable, "args": args, "env": {}}
+
+
+def hook_entries(home: str | None) -> dict[str, dict[str, Any]]:
+    cmd = hook_command(home)
+    return {
+        "SessionStart": {"matcher": SESSION_START_MATCHER,
+                         "hooks": [{"type": "command", "command": cmd, "timeout": SESSION_START_TIMEOUT}]},
+        "PostToolUse": {"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": POST_TOOL_USE_TIMEOUT}]},
+    }
+
+
+def _ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and MARKER in str(handler.get("command", "")).replace(os.sep, "/")
+
+
+def _our_server(entry: Any) -> bool:
+    return isinstance(entry, dict) and "realmem.cli" in entry.get("args", []) and "mcp" in entry.get("args", [])
+
+
+# --- planning: pure functions from a document to the changed document ------------------------
+
+def add_hooks(doc: dict[str, Any], home: str | None) -> dict[str, Any]:
+    doc = remove_hooks(doc)  # a stale entry (moved checkout, other home) is replaced, not doubled
+    hooks = doc.setdefault("hooks", {})
+    for event, group in hook_entries(home).items():
+        hooks.setdefault(event, []).append(group)
+    return doc
+
+
+def remove_hooks(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = json.loads(json.dumps(doc))
+    hooks = doc.get("hooks")
+    if not isinstance(hooks, dict):
+        return doc
+    emptied = False
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(handlers, list) or not any(_ours(h) for h in handlers):
+                kept.append(group)
+                continue
+            rest = [h for h in handlers if not _ours(h)]
+            if rest:
+                kept.append({**group, "hooks": rest})
+        if kept:
+            hooks[event] = kept
+        elif groups:  # only realmem's groups were in it
+            del hooks[event]
+            emptied = True
+    if emptied and not hooks:
+        del doc["hooks"]
+    return doc
+
+
+def add_server(doc: dict[str, Any], home: str | None) -> dict[str, Any]:
+    doc = json.loads(json.dumps(doc))
+    servers = doc.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise InstallError("mcpServers is not a JSON object; fix the file by hand first")
+    current = servers.get(SERVER_NAME)
+    if current is not None and not _our_server(current):
+        raise InstallError(f"an MCP server named {SERVER_NAME!r} that realmem did not write is already configured")
+    servers[SERVER_NAME] = server_entry(home)
+    return doc
+
+
+def remove_server(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = json.loads(json.dumps(doc))
+    servers = doc.get("mcpServers")
+    if isinstance(servers, dict) and _our_server(servers.get(SERVER_NAME)):
+        del servers[SERVER_NAME]
+        if not servers:
+            del doc["mcpServers"]
+    return doc
+
+
+# --- files --------------------------------------------------------------------------------------
+
+@attrs.define
+class Change:
+    path: Path
+    before: str | None  # None: the file does not exist
+    after: str | None   # None: the file is removed
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff((self.before or "").splitlines(keepends=True),
+                                            (self.after or "").splitlines(keepends=True),
+                                            fromfile=str(self.path) if self.before is not None else "/dev/null",
+                                            tofile=str(self.path) if self.after is not None else "/dev/null"))
+
+    def apply(self) -> None:
+        if self.after is None:
+            self.path.unlink(missing_ok=True)
+            if self.path.parent.name == ".claude" and not any(self.path.parent.iterdir()):
+                self.path.parent.rmdir()  # install made it for this file
+            return
+        mode = (self.path.stat().st_mode & 0o777) if self.path.exists() else None  # ~/.claude.json stays private
+        atomic_write_text(self.path, self.after, mode=mode)
+
+
+def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except OSError as exc:
+        raise InstallError(f"cannot read {path}: {exc}") from None
+    try:
+        doc = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise InstallError(f"{path} is not valid JSON ({exc}); nothing was changed") from None
+    if not isinstance(doc, dict):
+        raise InstallError(f"{path} does not hold a JSON object; nothing was changed")
+    return text, doc
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def plan_file(path: Path, edit) -> Change:  # type: ignore[no-untyped-def]
+    before, doc = _read(path)
+    new = edit(doc)
+    if new == doc:
+        return Change(path, before, before)
+    if not new and before is not None and doc:  # only realmem's entries were in it: the file goes too
+        return Change(path, before, None)
+    return Change(path, before, _dump(new))
+
+
+def claude_paths(scope: str, project_root: Path, user_home: Path) -> tuple[Path, Path]:
+    """(settings file for hooks, file holding the MCP server) for a scope."""
+    if scope == "user":
+        return user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    return project_root / ".claude" / "settings.json", project_root / ".mcp.json"
+
+
+def plan_claude_code(scope: str, project_root: Path, user_home: Path, home: str | None, *,
+                     uninstall: bool) -> list[Change]:
+    settings, mcp_file = claude_paths(scope, project_root, user_home)
+    if uninstall:
+        return [plan_file(settings, remove_hooks), plan_file(mcp_file, remove_server)]
+    return [plan_file(settings, lambda d: add_hooks(d, home)), plan_file(mcp_file, lambda d: add_server(d, home))]
+
+
+def explicit_home(cli_home: str | None) -> str | None:
+    """The home to write into commands: only one the user chose (the default needs no flag)."""
+    if not cli_home:
+        return None
+    return str(Path(cli_home).expanduser().resolve())
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+@click.group()
+def install() -> None:
+    """Connect other agents to realmem (hooks and MCP configuration)."""
+
+
+@install.command("claude-code")
+@click.option("--project", "scope", flag_value="project", default=True,
+              help="this project: .claude/settings.json and .mcp.json (default)")
+@click.option("--user", "scope", flag_value="user", help="every project: ~/.claude/settings.json and ~/.claude.json")
+@click.option("--uninstall", is_flag=True, help="remove exactly what install added")
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_context
+def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> None:
+    """Write realmem's Claude Code hooks (SessionStart, PostToolUse) and its MCP server.
+
+    Example:
+        realmem install claude-code --project
+        realmem install claude-code --user --uninstall --yes
+    """
+    from realmem.project import detect  # the project root; loaded only for this command
+    c = ctx.find_root().obj
+    cwd = Path(c.cwd or os.getcwd()).resolve()
+    project = detect(cwd)
+    root = project.root if project is not None else cwd
+    changes = plan_claude_code(scope, root, Path.home(), explicit_home(c.home), uninstall=uninstall)
+    todo = [ch for ch in changes if ch.changed]
+    if not todo:
+        click.echo("Nothing to remove: realmem is not installed there." if uninstall
+                   else "Already installed; nothing to change.")
+        return
+    for ch in todo:
+        click.echo(ch.diff(), nl=False)
+    if not yes and not click.confirm("Apply these changes?", default=False):
+        click.echo("Nothing changed.")
+        raise SystemExit(1)
+    for ch in todo:
+        ch.apply()
+    verb = "Removed realmem from" if uninstall else "Installed realmem into"
+    click.echo(f"{verb}: " + ", ".join(str(ch.path) for ch in todo))
+    if not uninstall:
+        click.echo("Restart Claude Code (or run /hooks and /mcp) to load it.")
+
+
+CLIENTS = ("generic", "cursor", "codex", "gemini", "opencode")
+
+
+def client_snippet(client: str, home: str | None) -> str:
+    entry = server_entry(home)
+    if client == "codex":  # ~/.codex/config.toml
+        args = ", ".join(json.dumps(a) for a in entry["args"])
+        return f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(entry['command'])}\nargs = [{args}]\n"
+    if client == "opencode":  # opencode.json
+        return _dump({"mcp": {SERVER_NAME: {"type": "local", "command": [entry["command"], *entry["args"]],
+                                            "enabled": True}}})
+    if client == "gemini":  # ~/.gemini/settings.json: no "type" key
+        return _dump({"mcpServers": {SERVER_NAME: {"command": entry["command"], "args": entry["args"]}}})
+    return _dump({"mcpServers": {SERVER_NAME: entry}})
+
+
+@install.command("mcp")
+@click.option("--print", "print_", is_flag=True, default=True, help="print the server entry (the default)")
+@click.option("--client", type=click.Choice(CLIENTS), default="generic", help="the client's configuration format")
+@click.pass_context
+def mcp_entry(ctx: click.Context, print_: bool, client: str) -> None:
+    """Print the MCP server entry for another client (Cursor, Codex, Gemini CLI, opencode).
+
+    Example:
+        realmem install mcp --print --client codex >> ~/.codex/config.toml
+    """
+    click.echo(client_snippet(client, explicit_home(ctx.find_root().obj.home)), nl=False)
