@@ -305,7 +305,8 @@ def _event_line(env) -> str:  # type: ignore[no-untyped-def]
     if isinstance(e, (ev.MemoryForgotten,)):
         what += f" ({e.reason})"
     mid = ids.short(e.memory_id)[:10] if e.memory_id else ""
-    return f"{env.seq:>6}  {env.time}  {mid:<10}  {what}"
+    by = f"  by {env.session}" if env.session else ""  # the actor: a Pi session or an agent (name/version#session)
+    return f"{env.seq:>6}  {env.time}  {mid:<10}  {what}{by}"
 
 
 @cli.command()

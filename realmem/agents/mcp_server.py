@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 import anyio
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from realmem import __version__, logs, prompt, tools
@@ -122,16 +122,18 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
             logger.info("mcp.project", project=str(backend.project))
         return backend.project
 
-    async def call(ctx: Context, fn: Callable[[Realmem], dict[str, Any]]) -> str:
+    async def call(ctx: Context, fn: Callable[[Realmem], dict[str, Any]]) -> CallToolResult:
+        """The tool's text, or a tool error with the message the Pi adapter shows (returned,
+        not raised: the SDK would prefix a raised error with "Error executing tool ...")."""
         project = await project_of(ctx)
         who = _actor_of(ctx)
         try:
             out = await anyio.to_thread.run_sync(backend.run, project, who, fn)
-        except (RealmemError, EndpointError, EndpointUnavailable) as exc:  # the user-facing message, as in Pi
-            raise ToolError(str(exc)) from None
-        except (ConfigError, ValueError, TypeError, KeyError) as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from None
-        return str(out["text"])
+        except (RealmemError, EndpointError, EndpointUnavailable) as exc:
+            return _result(str(exc), error=True)
+        except (ConfigError, ValueError, TypeError, KeyError) as exc:  # bad argument values, as rpc code 2
+            return _result(f"{type(exc).__name__}: {exc}", error=True)
+        return _result(str(out["text"]))
 
     @server.tool(name="realmem_recall", title=TITLES["realmem_recall"], description=DESCRIPTIONS["realmem_recall"])
     async def realmem_recall(
@@ -141,7 +143,7 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         ids: Annotated[list[str] | None, Field(description="Memory ids (or unique prefixes) to read in full")] = None,
         page: Page = None,
         scope: Scope = None,
-    ) -> str:
+    ) -> CallToolResult:
         return await call(ctx, lambda app: tools.recall(app, queries=queries or [], paths=paths or [],
                                                         id_values=ids or [], page=page or 1, scope=scope))
 
@@ -155,23 +157,23 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         paths: Paths = None,
         user_requested: Annotated[bool | None, Field(
             description="True only when the user explicitly asked to remember this")] = None,
-    ) -> str:
+    ) -> CallToolResult:
         return await call(ctx, lambda app: tools.remember(app, caption=caption, content=content, scope=scope,
                                                           paths=paths or [], user_requested=bool(user_requested)))
 
     @server.tool(name="realmem_status", title=TITLES["realmem_status"], description=DESCRIPTIONS["realmem_status"])
-    async def realmem_status(ctx: Context) -> str:
+    async def realmem_status(ctx: Context) -> CallToolResult:
         return await call(ctx, tools.status)
 
     @server.tool(name="realmem_list", title=TITLES["realmem_list"], description=DESCRIPTIONS["realmem_list"])
-    async def realmem_list(ctx: Context, page: Page = None, scope: Scope = None) -> str:
+    async def realmem_list(ctx: Context, page: Page = None, scope: Scope = None) -> CallToolResult:
         return await call(ctx, lambda app: tools.listing(app, page=page or 1, scope=scope))
 
     @server.tool(name="realmem_forget", title=TITLES["realmem_forget"], description=DESCRIPTIONS["realmem_forget"])
     async def realmem_forget(
         ctx: Context,
         ids: Annotated[list[str], Field(min_length=1, description="Memory ids or unique prefixes")],
-    ) -> str:
+    ) -> CallToolResult:
         return await call(ctx, lambda app: tools.forget(app, ids))
 
     @server.prompt(name="realmem", title="realmem memory section",
@@ -188,6 +190,10 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         return await anyio.to_thread.run_sync(backend.run, backend.project or backend.cwd, None, prompt.section)
 
     return server, backend
+
+
+def _result(text: str, *, error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
 
 async def _client_root(ctx: Context) -> Path | None:
