@@ -3,8 +3,8 @@ stdout (the hook's JSON output, or nothing).
 
 A hook runs after every tool call, so this is run as a script with ``python -I -S`` (no
 site-packages, no realmem import) and imports almost nothing: it does not even parse JSON
-(``json`` pulls in ``re`` and ``enum``, a third of the start time); it forwards the input
-bytes and prints the reply bytes.  When no server answers it starts one (``realmem
+(``json`` pulls in ``re`` and ``enum``); it forwards the input bytes and prints the reply
+bytes.  When no server answers it starts one (``realmem
 hook-server``, detached) and waits for its socket.  It never blocks the agent: any failure
 prints a line on stderr and exits 0 with no output, which Claude Code ignores.
 
@@ -18,8 +18,8 @@ so both sides agree on the socket and the wire.
 
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` imports enum and selectors, two thirds of our start time
 import os
-import socket
 import sys
 import time
 
@@ -50,14 +50,17 @@ def socket_path(home: str) -> str:
 
 def request(home: str, data: bytes) -> tuple[str, bytes]:
     """One hook call over the socket: (error line, output bytes)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         s.settimeout(REPLY_WAIT_SECONDS)
         s.connect(socket_path(home))
         s.sendall(HELLO + data)
-        s.shutdown(socket.SHUT_WR)
+        s.shutdown(_socket.SHUT_WR)
         chunks = []
         while chunk := s.recv(65536):
             chunks.append(chunk)
+    finally:
+        s.close()
     head, _, output = b"".join(chunks).partition(b"\n")
     return head.decode("utf-8", "replace"), output
 
