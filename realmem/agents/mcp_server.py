@@ -25,6 +25,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from realmem import __version__, logs, prompt, tools
+from realmem import session as sessions
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import ConfigError, home_dir
@@ -98,6 +99,9 @@ class Backend:
         if app is None:
             app = Realmem.open(self.home, project, scan=True)  # outside edits and pulls are noticed at once
             self.apps[project] = app
+            note = sessions.start(app)["notification"]  # as a Pi session starts: flags, and a worker runs
+            if note:
+                logger.info("mcp.session_start", notification=note)
         app.session = session
         return app
 
@@ -122,7 +126,7 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
             logger.info("mcp.project", project=str(backend.project))
         return backend.project
 
-    async def call(ctx: Context, fn: Callable[[Realmem], dict[str, Any]]) -> CallToolResult:
+    async def call(ctx: Context, tool: str, fn: Callable[[Realmem], dict[str, Any]]) -> CallToolResult:
         """The tool's text, or a tool error with the message the Pi adapter shows (returned,
         not raised: the SDK would prefix a raised error with "Error executing tool ...")."""
         project = await project_of(ctx)
@@ -133,6 +137,9 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
             return _result(str(exc), error=True)
         except (ConfigError, ValueError, TypeError, KeyError) as exc:  # bad argument values, as rpc code 2
             return _result(f"{type(exc).__name__}: {exc}", error=True)
+        except Exception as exc:  # a bug: say so in one line, as the rpc child does; the traceback goes to stderr
+            logger.exception("mcp.internal_error", tool=tool)
+            return _result(f"internal error in {tool}: {type(exc).__name__}: {exc}", error=True)
         return _result(str(out["text"]))
 
     @server.tool(name="realmem_recall", title=TITLES["realmem_recall"], description=DESCRIPTIONS["realmem_recall"])
@@ -144,8 +151,8 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         page: Page = None,
         scope: Scope = None,
     ) -> CallToolResult:
-        return await call(ctx, lambda app: tools.recall(app, queries=queries or [], paths=paths or [],
-                                                        id_values=ids or [], page=page or 1, scope=scope))
+        return await call(ctx, "realmem_recall", lambda app: tools.recall(
+            app, queries=queries or [], paths=paths or [], id_values=ids or [], page=page or 1, scope=scope))
 
     @server.tool(name="realmem_remember", title=TITLES["realmem_remember"],
                  description=DESCRIPTIONS["realmem_remember"])
@@ -158,23 +165,24 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         user_requested: Annotated[bool | None, Field(
             description="True only when the user explicitly asked to remember this")] = None,
     ) -> CallToolResult:
-        return await call(ctx, lambda app: tools.remember(app, caption=caption, content=content, scope=scope,
-                                                          paths=paths or [], user_requested=bool(user_requested)))
+        return await call(ctx, "realmem_remember", lambda app: tools.remember(
+            app, caption=caption, content=content, scope=scope, paths=paths or [],
+            user_requested=bool(user_requested)))
 
     @server.tool(name="realmem_status", title=TITLES["realmem_status"], description=DESCRIPTIONS["realmem_status"])
     async def realmem_status(ctx: Context) -> CallToolResult:
-        return await call(ctx, tools.status)
+        return await call(ctx, "realmem_status", tools.status)
 
     @server.tool(name="realmem_list", title=TITLES["realmem_list"], description=DESCRIPTIONS["realmem_list"])
     async def realmem_list(ctx: Context, page: Page = None, scope: Scope = None) -> CallToolResult:
-        return await call(ctx, lambda app: tools.listing(app, page=page or 1, scope=scope))
+        return await call(ctx, "realmem_list", lambda app: tools.listing(app, page=page or 1, scope=scope))
 
     @server.tool(name="realmem_forget", title=TITLES["realmem_forget"], description=DESCRIPTIONS["realmem_forget"])
     async def realmem_forget(
         ctx: Context,
         ids: Annotated[list[str], Field(min_length=1, description="Memory ids or unique prefixes")],
     ) -> CallToolResult:
-        return await call(ctx, lambda app: tools.forget(app, ids))
+        return await call(ctx, "realmem_forget", lambda app: tools.forget(app, ids))
 
     @server.prompt(name="realmem", title="realmem memory section",
                    description="The <realmem> section: how to use realmem, the most-used memories and the paths "
