@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +128,10 @@ def test_an_unreadable_settings_file_is_refused_untouched(repo: Path, home: Path
     settings = repo / ".claude" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(bad, encoding="utf-8")
-    r = invoke("claude-code", "--yes", cwd=repo)
-    assert r.exit_code == 1
-    assert str(settings) in r.output and "nothing was changed" in r.output
+    r = subprocess.run([sys.executable, "-m", "realmem.cli", "--cwd", str(repo), "install", "claude-code", "--yes"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(f"realmem: {settings}") and "nothing was changed" in r.stderr
     assert settings.read_text(encoding="utf-8") == bad and not (repo / ".mcp.json").exists()
 
 

@@ -8,7 +8,7 @@ confirms (``--yes`` skips the question).  Installing twice changes nothing; ``--
 removes exactly realmem's entries (recognised by the hook client's path and the server name)
 and the containers that only they filled, and leaves every other hook, server and key alone.
 
-Kept light (stdlib and click only): the CLI imports it at start.
+The CLI imports it at start, so it imports nothing the CLI does not load anyway.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import click
 
+from realmem.app import RealmemError
 from realmem.fsutil import atomic_write_text
 
 SERVER_NAME = "realmem"
@@ -34,8 +35,8 @@ SESSION_START_TIMEOUT = 60   # seconds; the first call starts the hook server
 POST_TOOL_USE_TIMEOUT = 15
 
 
-class InstallError(click.ClickException):
-    """A settings file realmem will not touch (unreadable, not a JSON object)."""
+class InstallError(RealmemError):
+    """A settings file realmem will not touch (unreadable, not a JSON object): exit 1."""
 
 
 def hook_command(home: str | None) -> str:
