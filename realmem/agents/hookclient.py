@@ -84,10 +84,14 @@ def spawn_server(home: str) -> None:
                          start_new_session=True, close_fds=True, cwd=home)
 
 
+# No server listening, or one closed its socket (idle exit) with our connection still queued.
+NOT_SERVING = (FileNotFoundError, ConnectionRefusedError, ConnectionResetError)
+
+
 def call(home: str, data: bytes) -> tuple[str, bytes]:
     try:
         return request(home, data)
-    except (FileNotFoundError, ConnectionRefusedError):
+    except NOT_SERVING:
         pass
     spawn_server(home)
     deadline = time.monotonic() + CONNECT_WAIT_SECONDS
@@ -95,7 +99,7 @@ def call(home: str, data: bytes) -> tuple[str, bytes]:
     while True:
         try:
             return request(home, data)
-        except (FileNotFoundError, ConnectionRefusedError):
+        except NOT_SERVING:
             if time.monotonic() > deadline:
                 raise
             time.sleep(delay)
