@@ -96,6 +96,7 @@ def test_tools_prompt_and_resource_over_stdio(env: dict[str, str], semif: FakeSy
     assert tools["realmem_forget"].input_schema["properties"]["ids"]["minItems"] == 1
 
     assert not out["remember"].is_error, text_of(out["remember"])
+    assert any(r.path == "/v1/systemone" for r in semif.requests)  # the gate asked the judge
     m = re.search(r"\[([A-Za-z0-9_-]{22})\]", text_of(out["remember"]))
     assert m, text_of(out["remember"])
     mem_id = m.group(1)
