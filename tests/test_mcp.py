@@ -114,6 +114,13 @@ def test_tools_prompt_and_resource_over_stdio(env: dict[str, str], semif: FakeSy
     assert "src/db.py (1)" in section
     assert out["resource"].contents[0].text == section
 
+    async def forget(s: ClientSession) -> types.CallToolResult:
+        return await s.call_tool("realmem_forget", {"ids": [mem_id[:12], "zzzzzzzz"]})
+
+    gone = run_client(env, tmp_path, forget, roots=[repo], errlog=tmp_path / "mcp.log")
+    assert not gone.is_error
+    assert text_of(gone) == f"Forgot 1 memory: {mem_id}\nno memory with id or prefix zzzzzzzz"
+
     audit = subprocess.run([sys.executable, "-m", "realmem.cli", "--cwd", str(repo), "audit", mem_id],
                            capture_output=True, text=True, env=env, check=True)
     assert "test-agent/1.2.3" in audit.stdout
