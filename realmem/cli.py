@@ -634,6 +634,31 @@ def bench(sizes: str, as_json: bool, quick: bool) -> None:
 cli.add_command(install)
 
 
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Shipped evaluations."""
+
+
+@eval_group.command(name="recall")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["bm25", "embedder"]),
+              help="one mode only (default: both)")
+@click.option("--set", "set_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="another evaluation set in the same YAML form")
+@click.option("--json", "as_json", is_flag=True)
+def eval_recall(modes: tuple[str, ...], set_path: Path | None, as_json: bool) -> None:
+    """Replay the recall development set in sequence, hits counted, BM25-only and with the
+    fake embedder; print recall@1, recall@3, MRR and off-topic precision.
+
+    Example: realmem eval recall --mode bm25
+    """
+    from realmem import evaluation
+    reports = evaluation.run(modes or evaluation.MODES, path=set_path, progress=lambda m: click.echo(m, err=True))
+    if as_json:
+        _out([r.summary() for r in reports])
+    else:
+        click.echo(evaluation.render(reports))
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -1,8 +1,11 @@
-"""Recall: hybrid search ranked by path, then use, then relevance (spec: realmem_recall).
+"""Recall: hybrid search that returns only matches, ranked by path, then use, then relevance
+(spec: realmem_recall; the rule and its reasons are in docs/recall.md).
 
-Recall ranks, never filters, by path: memories about the given (or recently touched) paths
-come first, project-wide ones next, those about other areas last; within each class the
-most used first, then the most relevant.  A returned memory counts as a recall hit.
+A memory matches a query when it covers enough of the query's words (BM25 side) or when its
+vector is close to the query's, both near the query's best and above what unrelated
+memories of this store look like (vector side).  Matches are then ordered by path class,
+coarse use and fused relevance.  Recall ranks, never filters, by path.  A returned memory
+counts as a recall hit.
 """
 
 from __future__ import annotations
@@ -18,10 +21,24 @@ from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.projections.state import Memory
+from realmem.tokenize import query_units
 
-CANDIDATES = 50  # most relevant matches considered before path/use ordering
-RELEVANCE_CUT = 0.5  # fused (RRF) score below this share of the best is noise, not a match
+CANDIDATES = 100  # BM25 and vector candidates examined per query
+COVERAGE_MIN = 0.5  # a lexical match holds at least half the query's topic weight...
+COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
+COSINE_REL = 0.9  # a vector match is within this share of the query's best cosine...
+# ...and above the store's calibrated floor (search.vector_floor)
+MAX_QUERY = 2000  # characters of one query searched; the rest is ignored (and said so)
 WHOLE = {".", "~"}
+
+
+@attrs.define
+class Match:
+    """Why a memory matched one query (for the rule's tests and traces)."""
+    key: Key
+    coverage: float | None = None
+    cosine: float | None = None
+    rrf: float = 0.0
 
 
 @attrs.define
@@ -40,6 +57,14 @@ class Result:
     total: int
     focus: list[str]
     errors: list[str] = attrs.Factory(list)
+    queries: list[str] = attrs.Factory(list)  # the searched queries, for "No memory matches …"
+    asked: bool = True  # False when the call gave no query, path or id at all
+    notes: list[str] = attrs.Factory(list)  # e.g. a query cut to MAX_QUERY characters
+
+    @property
+    def past_end(self) -> bool:
+        """A page after the last one (or before the first) was asked for."""
+        return not 1 <= self.page <= self.pages
 
 
 def stores_for(app: Realmem, scope: str | None) -> list[str]:
@@ -72,16 +97,48 @@ def path_class(m: Memory, patterns: list[str], focus: list[str]) -> int:
     return 2
 
 
+def use_bucket(used: int) -> int:
+    """Coarse use: 0, 1-2, 3-6, 7-14, ... so a few extra hits cannot lift a match over
+    another, while a fact the agent relies on again and again still rises."""
+    return int(math.log2(1 + max(0, used)))
+
+
+def matches(app: Realmem, query: str, stores: Sequence[str],
+            embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> list[Match]:
+    """The memories matching one query by the documented rule, best fused relevance first."""
+    lex = search.lexical(app.conn, query, stores, CANDIDATES)
+    best_cov = max((h.coverage for h in lex), default=0.0)
+    lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]
+    vec_ok: list[tuple[Key, float]] = []
+    vec = embed(app, query)
+    if search.usable(vec):
+        assert vec is not None
+        near = search.knn(app.conn, vec, stores, CANDIDATES)
+        floor = search.vector_floor(app.conn)
+        if near and floor is not None:
+            best = near[0][1]
+            vec_ok = [(k, c) for k, c in near if c >= floor and c >= COSINE_REL * best]
+    found: dict[Key, Match] = {}
+    for rank, h in enumerate(lex_ok, 1):
+        m = found.setdefault(h.key, Match(h.key))
+        m.coverage, m.rrf = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank)
+    for rank, (k, c) in enumerate(vec_ok, 1):
+        m = found.setdefault(k, Match(k))
+        m.cosine, m.rrf = c, m.rrf + 1.0 / (search.RRF_K + rank)
+    return sorted(found.values(), key=lambda m: (-m.rrf, m.key))
+
+
 def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str] = (), id_values: Sequence[str] = (),
            page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (), page_size: int | None = None,
            count_hits: bool = True, embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> Result:
     """``embed`` turns a query into a vector (the configured embeddings endpoint by default;
-    the benchmark passes a local one so service time stays out of the measurement)."""
+    the benchmark and evaluation pass their own)."""
     stores = stores_for(app, scope)
-    size = page_size or int(app.config["recall.pageSize"])
+    size = max(1, page_size or int(app.config["recall.pageSize"]))
     given_focus = _abs_focus(app, raw_paths)
     focus = given_focus or list(recent_paths)
     errors: list[str] = []
+    notes: list[str] = []
     relevance: dict[Key, float] = {}
     chosen: list[Key] = []
 
@@ -91,21 +148,17 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
         except RealmemError as exc:
             errors.append(str(exc))
 
-    queries = [q for q in queries if q and q.strip()]
-    if queries:
-        bm, kn = [], []
-        for q in queries:
-            bm.append(search.bm25(app.conn, q, stores, 200))
-            vec = embed(app, q)
-            if vec is not None:
-                kn.append(search.knn(app.conn, vec, stores, CANDIDATES))
-        hits = search.fuse(bm, kn, limit=CANDIDATES)
-        # Vector search always returns neighbours, however far; keep only real matches so
-        # that ordering by path and use never lifts an unrelated memory to the top.
-        floor = hits[0].rrf * RELEVANCE_CUT if hits else 0.0
-        for hit in hits:
-            if hit.rrf >= floor:
-                relevance[hit.key] = hit.rrf
+    asked = [" ".join(q.split()) for q in queries if q and q.strip()]
+    if any(len(q) > MAX_QUERY for q in asked):
+        notes.append(f"Searched the first {MAX_QUERY} characters of a longer query.")
+        asked = [q[:MAX_QUERY] for q in asked]
+    for q in asked:
+        if not any(topical for _, _, topical in query_units(q)):
+            notes.append(f"{_quote(q)} has no words to search for (only punctuation or common words).")
+    if asked:
+        for q in asked:
+            for m in matches(app, q, stores, embed):
+                relevance[m.key] = relevance.get(m.key, 0.0) + m.rrf
     elif given_focus and not id_values:
         # paths alone: the memories attached to (or below) those paths
         for m in app.memories(stores):
@@ -128,29 +181,49 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
         if m is None:
             continue
         ranked.append(Item(m, app.counters(key)[0], path_class(m, memories.absolute_paths(app, m), focus), rel))
-    ranked.sort(key=lambda i: (i.path_class, -i.used_count, -i.relevance, i.memory.id))
+    ranked.sort(key=lambda i: (i.path_class, -use_bucket(i.used_count), -i.relevance, i.memory.id))
     items.extend(ranked)
 
+    res = _page(items, page, size)
+    res.focus, res.errors, res.notes, res.queries = focus, errors, notes, asked
+    res.asked = bool(asked or raw_paths or id_values)
+    if count_hits and res.items:
+        app.emit([ev.RecallHit([(i.memory.store, i.memory.id) for i in res.items])])
+        for i in res.items:
+            i.used_count += 1
+    return res
+
+
+def _quote(q: str, width: int = 80) -> str:
+    return '"' + (q if len(q) <= width else q[: width - 1] + "…") + '"'
+
+
+def nothing_found(r: Result) -> str:
+    """What to say for an empty page of recall."""
+    if r.past_end:
+        return f"There is no page {r.page}: {r.total} memor{'y' if r.total == 1 else 'ies'} fill {r.pages} page" \
+               + ("s." if r.pages > 1 else ".")
+    if not r.asked:
+        return "Nothing to recall: give a query, paths or ids."
+    if r.queries:
+        return "No memory matches " + " or ".join(_quote(q) for q in r.queries) + "."
+    return "No memory matches those paths or ids."
+
+
+def _page(items: list[Item], page: int, size: int) -> Result:
+    """One page of ``items``; a page outside 1..pages holds nothing (never another page)."""
     total = len(items)
     pages = max(1, math.ceil(total / size))
-    page = max(1, min(page, pages))
-    shown = items[(page - 1) * size: page * size]
-    if count_hits and shown:
-        app.emit([ev.RecallHit([(i.memory.store, i.memory.id) for i in shown])])
-        for i in shown:
-            i.used_count += 1
-    return Result(shown, page, pages, total, focus, errors)
+    shown = items[(page - 1) * size: page * size] if 1 <= page <= pages else []
+    return Result(shown, page, pages, total, [])
 
 
 def listing(app: Realmem, *, page: int = 1, scope: str | None = None, page_size: int | None = None) -> Result:
     """Every memory, sorted by path then most used (realmem_list)."""
     stores = stores_for(app, scope)
-    size = page_size or int(app.config["list.pageSize"])
+    size = max(1, page_size or int(app.config["list.pageSize"]))
     counts = dict(((s, i), u) for s, i, u in app.conn.execute("SELECT store, id, used_count FROM counters"))
     items = [Item(m, counts.get((m.store, m.id), 0), 0 if m.paths and not set(m.paths) <= WHOLE else 1, 0.0)
              for m in app.memories(stores)]
     items.sort(key=lambda i: (i.path_class, i.memory.paths, -i.used_count, i.memory.caption))
-    total = len(items)
-    pages = max(1, math.ceil(total / size))
-    page = max(1, min(page, pages))
-    return Result(items[(page - 1) * size: page * size], page, pages, total, [])
+    return _page(items, page, size)

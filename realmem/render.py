@@ -5,7 +5,7 @@ from __future__ import annotations
 from realmem import ids
 from realmem.project import store_kind
 from realmem.projections.state import Memory
-from realmem.recall import Result
+from realmem.recall import Result, nothing_found
 from realmem.words import count
 
 
@@ -20,19 +20,21 @@ def memory_block(m: Memory, used: int | None = None) -> str:
 
 
 def recall_text(r: Result) -> str:
+    """Recall as the model reads it: a head with the page, one block per memory, the next page."""
     if not r.items:
-        msg = "No memories matched."
-        return "\n".join([msg, *r.errors])
-    head = count(r.total, "memory") + (f", page {r.page}/{r.pages}" if r.pages > 1 else "")
+        return "\n".join([nothing_found(r), *r.notes, *r.errors])
+    head = f"{count(r.total, 'memory')}, page {r.page} of {r.pages}:"
     body = "\n\n".join(memory_block(i.memory, i.used_count) for i in r.items)
     tail = [f"More: page={r.page + 1}."] if r.page < r.pages else []
-    return "\n".join([head + ":", "", body, *([""] + tail if tail else []), *r.errors])
+    return "\n".join([*r.notes, head, "", body, *([""] + tail if tail else []), *r.errors])
 
 
 def list_text(r: Result) -> str:
+    if r.past_end:
+        return nothing_found(r)
     if not r.items:
         return "No memories yet."
-    lines = [f"{count(r.total, 'memory')}, page {r.page}/{r.pages} (sorted by path, then used):"]
+    lines = [f"{count(r.total, 'memory')}, page {r.page} of {r.pages} (sorted by path, then used):"]
     for i in r.items:
         lines.append(f"[{ids.short(i.memory.id)}] {i.memory.caption} ({where(i.memory)}"
                      + (f" · used {i.used_count}" if i.used_count else "") + ")")

@@ -6,6 +6,7 @@ per-modality ranks, so a trace can show cos / BM25 / RRF for each neighbour.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import attrs
@@ -13,7 +14,7 @@ import apsw
 
 from realmem.events.types import Key
 from realmem.projections import index
-from realmem.tokenize import fts_match
+from realmem.tokenize import fts_match, query_units
 
 RRF_K = 60
 
@@ -49,6 +50,112 @@ def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) ->
     return [((s, i), score) for s, i, score in rows]
 
 
+@attrs.define
+class Lexical:
+    key: Key
+    bm25: float       # FTS5 bm25 (lower is better)
+    coverage: float   # share of the query's topic weight the memory contains, 0..1
+
+
+def _vocab(conn: apsw.Connection) -> str:
+    """A per-connection fts5vocab view of the index: document frequency of each token."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab USING fts5vocab(main, 'memories_fts', 'row')")
+    return "temp.memories_vocab"
+
+
+def _idf(n: int, df: int) -> float:
+    """BM25's inverse document frequency, smoothed so it stays positive in tiny stores."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) -> list[Lexical]:
+    """BM25 candidates with their coverage of the query (see docs/recall.md).
+
+    Coverage weighs each query unit (word, or CJK character) by its idf in the index, gives
+    function words no weight, and counts a unit as present when the memory holds it, a word
+    with its English stem, or a CJK bigram around it."""
+    units = query_units(text)
+    covers = sorted({c for _, cs, topical in units if topical for c in cs})
+    if not covers:
+        return []
+    vocab = _vocab(conn)
+    n = max(1, conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0])
+    df: dict[str, int] = {}
+    for c in covers:
+        if c.endswith("*"):
+            stem = c[:-1]
+            row = conn.execute(f"SELECT coalesce(max(doc), 0) FROM {vocab} WHERE term >= ? AND term < ?",
+                               (stem, stem + "\U0010ffff")).fetchone()
+        else:
+            row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (c,)).fetchone()
+        df[c] = row[0] if row else 0
+    # A unit weighs what its rarest known form weighs: a word the store never saw is as
+    # informative as the rarest one.
+    weighted = [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
+    total = sum(w for _, w in weighted)
+    match = " OR ".join(('"' + c[:-1].replace('"', '""') + '"*') if c.endswith("*")
+                        else ('"' + c.replace('"', '""') + '"') for c in covers)
+    where, args = _store_filter(stores)
+    rows = conn.execute(
+        f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
+        f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+        f"JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
+        (match, limit * 4, *args, limit),
+    ).fetchall()
+    if not rows:
+        return []
+    texts = dict(((r, f" {c} {b} ") for r, c, b in conn.execute(
+        f"SELECT rowid, caption, body FROM memories_fts WHERE rowid IN ({','.join('?' * len(rows))})",
+        [r[2] for r in rows])))
+    out = []
+    for s, i, rowid, score in rows:
+        body = texts.get(rowid, "")
+        got = sum(w for cs, w in weighted if any((" " + c[:-1]) in body if c.endswith("*") else (" " + c + " ") in body
+                                                   for c in cs))
+        out.append(Lexical((s, i), score, got / total))
+    return out
+
+
+def usable(vector: Sequence[float] | None) -> bool:
+    """A query vector KNN can rank by: finite, not all zero (cosine is undefined there)."""
+    return bool(vector) and all(math.isfinite(x) for x in vector) and any(x != 0.0 for x in vector)
+
+
+FLOOR_SAMPLE = 160  # vectors sampled for the calibration: about 12,700 pairs
+FLOOR_QUANTILE = 0.95  # a neighbour must be closer than 95% of pairs of stored memories are
+_floors: dict[tuple[str, str, int], tuple[int, float]] = {}
+
+
+def vector_floor(conn: apsw.Connection) -> float | None:
+    """The absolute cosine floor of the active embedding space, calibrated on the store.
+
+    Most pairs of stored memories are unrelated, so the similarity most pairs stay under is
+    what "unrelated" looks like in this space, whatever the model.  Cached per database and
+    space, recomputed once the index has grown by a tenth."""
+    dims, fp = index.vec_dims(conn), index.active_fingerprint(conn)
+    if not dims or not fp:
+        return None
+    size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
+    key = (conn.filename, fp, dims)
+    cached = _floors.get(key)
+    if cached is not None and size <= cached[0] * 1.1 + 8:
+        return cached[1]
+    step = max(1, size // FLOOR_SAMPLE)
+    sims = [r[0] for r in conn.execute(
+        "WITH s AS MATERIALIZED (SELECT e.rowid AS r, e.vector AS v FROM embeddings e "
+        "WHERE e.fingerprint = ? AND e.dims = ? AND e.rowid % ? = 0 AND "
+        "EXISTS (SELECT 1 FROM memories m WHERE m.hash = e.hash) LIMIT ?) "
+        "SELECT 1.0 - vec_distance_cosine(a.v, b.v) FROM s a JOIN s b ON a.r < b.r",
+        (fp, dims, step, FLOOR_SAMPLE)) if r[0] is not None]
+    if len(sims) < 10:  # too few memories to tell related from unrelated: no vector matches
+        floor = math.inf
+    else:
+        sims.sort()
+        floor = sims[min(len(sims) - 1, int(FLOOR_QUANTILE * len(sims)))]
+    _floors[key] = (size, floor)
+    return floor
+
+
 PREFILTER_MIN = 20_000  # vectors in the space before the binary prefilter pays off
 OVERSAMPLE = 4  # shortlist size per wanted result; vec0's cost grows with k, so keep it small
 
@@ -60,7 +167,7 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     hamming distance (several times faster at the same k), then re-rank that oversampled
     shortlist exactly by cosine from the cached float vectors."""
     dims = index.vec_dims(conn)
-    if not dims or len(vector) != dims:
+    if not dims or len(vector) != dims or not usable(vector):
         return []
     where, args = _store_filter(stores)
     blob = index.pack(vector)
@@ -84,7 +191,7 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
             f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?",
             (blob, k, *args, limit),
         )
-    return [((s, i), 1.0 - dist) for s, i, dist in rows]
+    return [((s, i), 1.0 - dist) for s, i, dist in rows if dist is not None and math.isfinite(dist)]
 
 
 def fuse(bm25_lists: Sequence[list[tuple[Key, float]]], knn_lists: Sequence[list[tuple[Key, float]]],

@@ -184,3 +184,78 @@ def fts_match(text: str) -> str | None:
 def index_text(text: str) -> str:
     """The value stored in the FTS5 column: index tokens joined by single spaces."""
     return " ".join(index_tokens(text))
+
+
+# Function words carry no topic: a query's coverage (see ``query_units``) ignores them.
+# English question and function words, and the CJK question forms users type ("how do
+# I…", "怎么…", "어떻게…"); hiragana alone is Japanese grammar (particles, endings) and
+# is ignored by ``query_units`` itself.
+STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be been before being below
+between both but by can could did do does doing done for from further get gets got had has
+have having he her here hers him his how i if in into is it its itself just me more most my
+no nor not now of off on once only or other our ours out over own please same she should
+so some such than that the their them then there these they this those through to too
+under until up us very was we were what when where which while who whom why will with
+would you your yours ok okay thanks want need needs know tell way ways thing
+things something anything does dont doesn isn aren wasn don t s
+怎么 什么 为什 哪里 哪儿 哪个 如何 多少 是否 请问
+어떻 떻게 무엇 무슨 언제 어디 하나 나요 되나 있나 합니 니까 인가 는지 을까 할까
+""".split())
+
+_HIRAGANA = re.compile("[\u3041-\u3096\u309d-\u309f]")
+
+
+def query_units(text: str) -> list[tuple[str, tuple[str, ...], bool]]:
+    """The units whose share a matching memory must cover: (unit, the index tokens any of
+    which covers it, whether it carries topic).  A cover ending in ``*`` is a prefix.
+
+    A word is one unit, covered by itself or, for English words, by any word sharing its
+    stem (``migrations`` is covered by ``migrate``, ``deploying`` by ``deploy``).  A CJK run counts per character, covered by
+    either query bigram around it, so the bigrams a query forms across word boundaries
+    (数据库怎么 -> 库怎) do not dilute the share as if they were words.  Function words,
+    CJK question forms and hiragana carry no topic."""
+    units: dict[str, tuple[set[str], bool]] = {}
+
+    def put(unit: str, covers: set[str], topical: bool) -> None:
+        have = units.get(unit)
+        if have is None:
+            units[unit] = (covers, topical)
+        else:
+            have[0].update(covers)
+            units[unit] = (have[0], have[1] and topical)
+
+    for match in _CHUNK.finditer(_normalise(text)):
+        cjk, other = match.groups()
+        if cjk is None:
+            for segment in _word_segments(other):
+                for token in _word_tokens(segment):
+                    stem = _stem(token)
+                    put(token, {token, stem + "*"} if stem else {token}, token not in STOPWORDS)
+            continue
+        if len(cjk) == 1:
+            put(cjk, {cjk}, not _HIRAGANA.match(cjk))
+            continue
+        grams = [cjk[i:i + 2] for i in range(len(cjk) - 1)]
+        for i, ch in enumerate(cjk):
+            around = [g for g in grams[max(0, i - 1):i + 1]]
+            topical = not _HIRAGANA.match(ch) and not any(g in STOPWORDS for g in around)
+            put(ch, set(around), topical)
+    return [(u, tuple(sorted(c)), t) for u, (c, t) in units.items()]
+
+
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ies", "es", "ed", "s", "e")
+
+
+def _stem(token: str) -> str | None:
+    """A crude English stem for prefix matching (None when the word is short or not ASCII
+    letters): enough to join plural, -ing, -ed and -ation forms without a stemming library."""
+    if len(token) < 4 or not token.isascii() or not token.isalpha():
+        return None
+    for suffix in _SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            stem = token[: -len(suffix)]
+            if len(stem) > 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiousl":
+                stem = stem[:-1]  # committing -> commit, not committ
+            return stem
+    return token

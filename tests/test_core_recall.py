@@ -13,6 +13,7 @@ from realmem.app import Realmem, RealmemError
 from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.recall import listing, recall
+from realmem.render import list_text, recall_text
 
 from conftest import make_repo
 
@@ -128,9 +129,13 @@ def test_pagination_is_stable_and_complete(app: Realmem) -> None:
     assert sorted(seen) == sorted(m.id for m in made)  # each exactly once
     # every shown memory was counted once
     assert all(app.counters((m.store, m.id))[0] == 1 for m in made)
-    # out of range pages clamp
-    assert recall(app, queries=["redis"], page=99, page_size=3, count_hits=False).page == 3
-    assert recall(app, queries=["redis"], page=0, page_size=3, count_hits=False).page == 1
+    # a page outside 1..pages holds nothing, says so, and counts no hit
+    for bad in (4, 99, 0, -1):
+        r = recall(app, queries=["redis"], page=bad, page_size=3)
+        assert (r.items, r.page, r.pages, r.total, r.past_end) == ([], bad, 3, 7, True)
+        assert recall_text(r) == f"There is no page {bad}: 7 memories fill 3 pages."
+    assert all(app.counters((m.store, m.id))[0] == 1 for m in made)
+    assert "page 3 of 3" in recall_text(recall(app, queries=["redis"], page=3, page_size=3, count_hits=False))
     # page size from the config
     app.config.set("recall.pageSize", 2)
     assert recall(app, queries=["redis"], count_hits=False).pages == 4
