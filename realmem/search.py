@@ -122,7 +122,7 @@ def usable(vector: Sequence[float] | None) -> bool:
 
 
 FLOOR_SAMPLE = 160  # vectors sampled for the calibration: about 12,700 pairs
-FLOOR_QUANTILE = 0.95  # a neighbour must be closer than 95% of pairs of stored memories are
+FLOOR_QUANTILE = 0.99  # a neighbour must be closer than 99% of pairs of stored memories are
 _floors: dict[tuple[str, str, int], tuple[int, float]] = {}
 
 
