@@ -203,12 +203,12 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
               "items": [memory_json(i.memory, i.used_count) for i in res.items]})
         return
     if not res.items:
-        click.echo("No memories yet.")
+        click.echo(r.nothing_found(res) if res.past_end else "No memories yet.")
         return
     rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
              i.memory.caption] for i in res.items]
     click.echo(table(["id", "scope", "paths", "used", "caption"], rows))
-    click.echo(f"page {res.page}/{res.pages} · {count(res.total, 'memory')}")
+    click.echo(f"page {res.page} of {res.pages} · {count(res.total, 'memory')}")
 
 
 @cli.command()
