@@ -21,6 +21,7 @@ from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.projections.state import Memory
+from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.tokenize import query_units
 
 CANDIDATES = 100  # BM25 and vector candidates examined per query
@@ -89,12 +90,29 @@ def _about(pattern: str, focus: str) -> bool:
     return os.path.isdir(focus) and paths.overlap([pattern], [focus])
 
 
-def path_class(m: Memory, patterns: list[str], focus: list[str]) -> int:
+def path_class(app: Realmem, m: Memory, focus: list[str]) -> int:
     if any(p in WHOLE for p in m.paths):
         return 1
-    if focus and any(_about(pat, f) for pat in patterns for f in focus):
+    if focus and any(_about(pat, f) for pat in memories.absolute_paths(app, m) for f in focus):
         return 0
     return 2
+
+
+def _with_use(app: Realmem, keys: Sequence[Key]) -> dict[Key, tuple[Memory, int]]:
+    """Memory rows and used counts of ``keys`` in one query (recall may match hundreds)."""
+    out: dict[Key, tuple[Memory, int]] = {}
+    wanted = set(keys)
+    ids_ = sorted({k[1] for k in wanted})
+    for start in range(0, len(ids_), 500):
+        chunk = ids_[start:start + 500]
+        for row in app.conn.execute(
+                f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLS.split(','))}, coalesce(c.used_count, 0) "
+                f"FROM memories m LEFT JOIN counters c ON c.store = m.store AND c.id = m.id "
+                f"WHERE m.id IN ({','.join('?' * len(chunk))})", chunk):
+            m = memory_from_row(row[:-1])
+            if (m.store, m.id) in wanted:
+                out[(m.store, m.id)] = (m, row[-1])
+    return out
 
 
 def use_bucket(used: int) -> int:
@@ -162,8 +180,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
     elif given_focus and not id_values:
         # paths alone: the memories attached to (or below) those paths
         for m in app.memories(stores):
-            pats = memories.absolute_paths(app, m)
-            if any(p not in WHOLE for p in m.paths) and path_class(m, pats, given_focus) == 0:
+            if any(p not in WHOLE for p in m.paths) and path_class(app, m, given_focus) == 0:
                 relevance[(m.store, m.id)] = 0.0
 
     items: list[Item] = []
@@ -174,13 +191,9 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
             seen.add(key)
             items.append(Item(m, app.counters(key)[0], -1, math.inf))
     ranked: list[Item] = []
-    for key, rel in relevance.items():
-        if key in seen:
-            continue
-        m = app.memory(key)
-        if m is None:
-            continue
-        ranked.append(Item(m, app.counters(key)[0], path_class(m, memories.absolute_paths(app, m), focus), rel))
+    rows = _with_use(app, [k for k in relevance if k not in seen])
+    for key, (m, used) in rows.items():
+        ranked.append(Item(m, used, path_class(app, m, focus), relevance[key]))
     ranked.sort(key=lambda i: (i.path_class, -use_bucket(i.used_count), -i.relevance, i.memory.id))
     items.extend(ranked)
 

@@ -68,6 +68,35 @@ def _idf(n: int, df: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
+_df_cache: dict[str, tuple[bytes, int, dict[str, int]]] = {}
+
+
+def _frequencies(conn: apsw.Connection, covers: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(documents indexed, document frequency of each cover; a stem counts its most common
+    form).  Cached per database until the index changes: FTS5 rewrites its structure record
+    (row 10 of its data table) on every write, so that record is the cache's version."""
+    version = conn.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchone()
+    version = bytes(version[0]) if version else b""
+    cached = _df_cache.get(conn.filename)
+    if cached is None or cached[0] != version:
+        n = max(1, conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0])
+        cached = _df_cache[conn.filename] = (version, n, {})
+    _, n, known = cached
+    vocab = None
+    for c in covers:
+        if c in known:
+            continue
+        vocab = vocab or _vocab(conn)
+        if c.endswith("*"):
+            stem = c[:-1]
+            row = conn.execute(f"SELECT coalesce(max(doc), 0) FROM {vocab} WHERE term >= ? AND term < ?",
+                               (stem, stem + "\U0010ffff")).fetchone()
+        else:
+            row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (c,)).fetchone()
+        known[c] = row[0] if row else 0
+    return n, known
+
+
 def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) -> list[Lexical]:
     """BM25 candidates with their coverage of the query (see docs/recall.md).
 
@@ -78,17 +107,7 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int)
     covers = sorted({c for _, cs, topical in units if topical for c in cs})
     if not covers:
         return []
-    vocab = _vocab(conn)
-    n = max(1, conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0])
-    df: dict[str, int] = {}
-    for c in covers:
-        if c.endswith("*"):
-            stem = c[:-1]
-            row = conn.execute(f"SELECT coalesce(max(doc), 0) FROM {vocab} WHERE term >= ? AND term < ?",
-                               (stem, stem + "\U0010ffff")).fetchone()
-        else:
-            row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (c,)).fetchone()
-        df[c] = row[0] if row else 0
+    n, df = _frequencies(conn, covers)
     # A unit weighs what its rarest known form weighs: a word the store never saw is as
     # informative as the rarest one.
     weighted = [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
