@@ -115,7 +115,7 @@ def test_recall_json_and_hits(home: Path, repo: Path, facts) -> None:
     data = as_json(home, repo, "recall", "--path", "packages/web/src/app.ts")
     assert [i["id"] for i in data["items"]] == [ids.short(facts[0].id)]
     assert as_json(home, repo, "recall", "grep", "--scope", "shared")["items"] == []
-    assert "No memories matched" in ok(home, repo, "recall", "xylophone").stdout
+    assert "No memory matches" in ok(home, repo, "recall", "xylophone").stdout
 
 
 def test_replay_check_detects_tampering(home: Path, repo: Path, facts) -> None:
