@@ -351,7 +351,7 @@ def test_hand_edit_is_noticed_by_a_scan(home: Path, repo: Path) -> None:
         assert got.content == "The workflow is buildkite pipeline in .buildkite/."
         assert got.text == path.read_text()
         assert [i.memory.id for i in recall(app, queries=["buildkite"]).items] == [m.id]
-        assert recall(app, queries=["workflows"]).items == []
+        assert recall(app, queries=["yml"]).items == []
         assert_clean(app)
     with open_app(home, repo) as app:  # observed once, not on every open
         assert len(events_of(app, ev.FileObserved)) == 1
