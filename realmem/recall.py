@@ -124,7 +124,7 @@ def use_bucket(used: int) -> int:
 def matches(app: Realmem, query: str, stores: Sequence[str],
             embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> list[Match]:
     """The memories matching one query by the documented rule, best fused relevance first."""
-    lex = search.lexical(app.conn, query, stores, CANDIDATES)
+    lex = search.lexical(app.conn, query, stores, CANDIDATES, COVERAGE_MIN)
     best_cov = max((h.coverage for h in lex), default=0.0)
     lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]
     vec_ok: list[tuple[Key, float]] = []

@@ -97,12 +97,15 @@ def _frequencies(conn: apsw.Connection, covers: Sequence[str]) -> tuple[int, dic
     return n, known
 
 
-def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) -> list[Lexical]:
+def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
+            min_coverage: float = 0.0) -> list[Lexical]:
     """BM25 candidates with their coverage of the query (see docs/recall.md).
 
     Coverage weighs each query unit (word, or CJK character) by its idf in the index, gives
     function words no weight, and counts a unit as present when the memory holds it, a word
-    with its English stem, or a CJK bigram around it."""
+    with its English stem, or a CJK bigram around it.  Memories below ``min_coverage`` may
+    be left out: the search only asks FTS5 for the heaviest units, enough that a memory with
+    none of them cannot reach it, so common words add no postings to read."""
     units = query_units(text)
     covers = sorted({c for _, cs, topical in units if topical for c in cs})
     if not covers:
@@ -112,8 +115,20 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int)
     # informative as the rarest one.
     weighted = [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
     total = sum(w for _, w in weighted)
+    if total <= 0:
+        return []
+    needed, rest = set(), total
+    for cs, w in sorted(weighted, key=lambda u: -u[1]):
+        if rest < min_coverage * total * (1 - 1e-9):
+            break
+        needed.update(cs)
+        rest -= w
+    # A stem's prefix query already finds the word itself: leaving the word out halves the
+    # postings FTS5 reads for it.
+    stems = [c[:-1] for c in needed if c.endswith("*")]
     match = " OR ".join(('"' + c[:-1].replace('"', '""') + '"*') if c.endswith("*")
-                        else ('"' + c.replace('"', '""') + '"') for c in covers)
+                        else ('"' + c.replace('"', '""') + '"') for c in sorted(needed)
+                        if c.endswith("*") or not any(c.startswith(st) for st in stems))
     where, args = _store_filter(stores)
     rows = conn.execute(
         f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
