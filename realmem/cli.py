@@ -203,7 +203,7 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
               "items": [memory_json(i.memory, i.used_count) for i in res.items]})
         return
     if not res.items:
-        click.echo(r.nothing_found(res) if res.past_end else "No memories yet.")
+        click.echo(r.nothing_found(res) if res.past_end and res.total else "No memories yet.")
         return
     rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
              i.memory.caption] for i in res.items]

@@ -124,6 +124,8 @@ def use_bucket(used: int) -> int:
 def matches(app: Realmem, query: str, stores: Sequence[str],
             embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> list[Match]:
     """The memories matching one query by the documented rule, best fused relevance first."""
+    if not any(topical for _, _, topical in query_units(query)):
+        return []  # nothing to search for: a vector of punctuation is close to nothing in particular
     lex = search.lexical(app.conn, query, stores, CANDIDATES, COVERAGE_MIN)
     best_cov = max((h.coverage for h in lex), default=0.0)
     lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]
@@ -213,7 +215,7 @@ def _quote(q: str, width: int = 80) -> str:
 
 def nothing_found(r: Result) -> str:
     """What to say for an empty page of recall."""
-    if r.past_end:
+    if r.past_end and r.total:
         return f"There is no page {r.page}: {r.total} memor{'y' if r.total == 1 else 'ies'} fill {r.pages} page" \
                + ("s." if r.pages > 1 else ".")
     if not r.asked:

@@ -30,7 +30,7 @@ def recall_text(r: Result) -> str:
 
 
 def list_text(r: Result) -> str:
-    if r.past_end:
+    if r.past_end and r.total:
         return nothing_found(r)
     if not r.items:
         return "No memories yet."
