@@ -59,16 +59,12 @@ def oracle(app: Realmem, query: str, vectors: dict[str, list[float]]) -> set[str
     coverage = {i: c for i, c in coverage.items() if c > 0}
     best = max(coverage.values(), default=0.0)
     out = {i for i, c in coverage.items() if c >= recall.COVERAGE_MIN and c >= recall.COVERAGE_REL * best}
-    if vectors:
+    if vectors and total:
         q = fake_embedding(query, DIMS)
         cos = {i: sum(a * b for a, b in zip(q, v)) for i, v in vectors.items()}
         floor = search.vector_floor(app.conn)
         top = max(cos.values())
-        # a hair of tolerance: vec0 computes in float32
-        out |= {i for i, c in cos.items() if floor is not None and c >= floor + 1e-5 and c >= recall.COSINE_REL * top + 1e-5}
-        out -= {i for i, c in cos.items() if (floor is None or c < floor - 1e-5 or c < recall.COSINE_REL * top - 1e-5)
-                and i not in {j for j, cv in coverage.items() if cv >= recall.COVERAGE_MIN
-                              and cv >= recall.COVERAGE_REL * best}}
+        out |= {i for i, c in cos.items() if floor is not None and c >= floor and c >= recall.COSINE_REL * top}
     return out
 
 
