@@ -24,7 +24,8 @@ from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.tokenize import query_units
 
-CANDIDATES = 100  # BM25 and vector candidates examined per query
+CANDIDATES = 100  # BM25 candidates examined per query
+NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few are within COSINE_REL
 COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic weight...
 COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
 COSINE_REL = 0.95  # a vector match is within this share of the query's best cosine...
@@ -133,7 +134,7 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
     vec = embed(app, query)
     if search.usable(vec):
         assert vec is not None
-        near = search.knn(app.conn, vec, stores, CANDIDATES)
+        near = search.knn(app.conn, vec, stores, NEIGHBOURS)
         floor = search.vector_floor(app.conn)
         if near and floor is not None:
             best = near[0][1]
