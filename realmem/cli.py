@@ -180,7 +180,8 @@ def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tu
     queries = [" ".join(query)] if query else []
     res = r.recall(c.app(), queries=queries, raw_paths=list(paths), id_values=list(id_values), page=page, scope=scope)
     if as_json:
-        _out({"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
+        _out({"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors, "notes": res.notes,
+              "message": None if res.items else r.nothing_found(res),
               "items": [memory_json(i.memory, i.used_count) | {"path_class": i.path_class} for i in res.items]})
     else:
         click.echo(recall_text(res))
