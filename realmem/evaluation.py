@@ -24,6 +24,7 @@ from ruamel.yaml import YAML
 from realmem import embedder, memories, recall
 from realmem.app import Realmem
 from realmem.fakes.embeddings import FakeEmbeddings
+from realmem.words import count
 
 MODES = ("bm25", "embedder")
 DIMS = 256  # the fake embedder's space in the evaluation
@@ -153,7 +154,7 @@ def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = l
                 app.config.set("embedding.url", fake.url)
                 app.config.set("embedding.model", fake.models[0])
                 embedder.embed_missing(app)
-            progress(f"[{mode}] {len(evalset.facts)} facts stored; replaying {len(evalset.queries)} queries…")
+            progress(f"[{mode}] {count(len(evalset.facts), 'fact')} stored; replaying {count(len(evalset.queries), 'query')}…")
             outcomes = []
             for q in evalset.queries:
                 res = recall.recall(app, queries=[q.text], **({} if mode == "embedder" else {"embed": _no_vector}))

@@ -23,6 +23,7 @@ from realmem.events.types import Key
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.tokenize import query_units
+from realmem.words import count
 
 CANDIDATES = 100  # BM25 candidates examined per query
 NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few are within COSINE_REL
@@ -217,8 +218,7 @@ def _quote(q: str, width: int = 80) -> str:
 def nothing_found(r: Result) -> str:
     """What to say for an empty page of recall."""
     if r.past_end and r.total:
-        return f"There is no page {r.page}: {r.total} memor{'y' if r.total == 1 else 'ies'} fill {r.pages} page" \
-               + ("s." if r.pages > 1 else ".")
+        return f"There is no page {r.page}: {count(r.total, 'memory fills', 'memories fill')} {count(r.pages, 'page')}."
     if not r.asked:
         return "Nothing to recall: give a query, paths or ids."
     if r.queries:

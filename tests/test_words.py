@@ -33,10 +33,10 @@ def test_texts_say_one_memory_and_two_memories(home: Path, repo: Path) -> None:
         shared = lambda: next(ln for ln in status.text(status.gather(app)).splitlines()  # noqa: E731
                               if ln.strip().startswith("shared"))
         assert re.search(r"\b1 memory\b", shared())
-        assert recall_text(recall(app, queries=["deploy"])).startswith("1 memory:")
+        assert recall_text(recall(app, queries=["deploy"])).startswith("1 memory, page 1 of 1:")
         _add(app, "Deploy previews with make preview")
         assert re.search(r"\b2 memories\b", shared())
-        assert recall_text(recall(app, queries=["deploy"])).startswith("2 memories:")
+        assert recall_text(recall(app, queries=["deploy"])).startswith("2 memories, page 1 of 1:")
         assert listing(app).total == 2
     one = render_report(Report([], 1, ["global"]))
     assert one.startswith("Consolidation reviewed 1 memory (global): 0 changes.")
