@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import structlog
 
-from realmem import db, ids
+from realmem import db, fsutil, ids
 from realmem.config import Config, home_dir
 from realmem.events import store as log
 from realmem.events import types as ev
@@ -45,7 +45,7 @@ class Realmem:
         self.home = home
         self.cwd = cwd.resolve()
         self.session = session
-        self.home.mkdir(parents=True, exist_ok=True)
+        fsutil.private_dir(self.home)
         self.config = config or Config(home)
         self.db_path = home / "realmem.sqlite"
         self.conn = db.connect(self.db_path)
@@ -97,6 +97,8 @@ class Realmem:
                 migrate_path_store(self, p)
 
     def _write_project_json(self, p: Project) -> None:
+        if self.store_escape(p.personal_store):
+            return
         d = self.home / "personal" / p.key
         f = d / "project.json"
         data = {"key": p.key, "root": str(p.root), "name": p.root.name}
@@ -105,8 +107,7 @@ class Realmem:
                 return
         except (OSError, ValueError):
             pass
-        from realmem.fsutil import atomic_write_text
-        atomic_write_text(f, json.dumps(data, indent=2) + "\n")
+        fsutil.atomic_write_text(f, json.dumps(data, indent=2) + "\n")
 
     def _load_store_dirs(self) -> None:
         rows = self.conn.execute("SELECT store, dir, root FROM stores").fetchall()
@@ -128,10 +129,14 @@ class Realmem:
         if kind is None:
             raise RealmemError(f"unknown scope {scope!r}: use global, shared or personal")
         if kind == "global":
-            return GLOBAL
-        if self.project is None:
+            store = GLOBAL
+        elif self.project is None:
             raise RealmemError("no project here: only the global scope is available")
-        return self.project.shared_store if kind == "shared" else self.project.personal_store
+        else:
+            store = self.project.shared_store if kind == "shared" else self.project.personal_store
+        if (escape := self.store_escape(store)) is not None:
+            raise RealmemError(escape)
+        return store
 
     def store_dir(self, store: str) -> Path:
         if store not in self.store_dirs:
@@ -146,12 +151,28 @@ class Realmem:
 
     def files_reachable(self, store: str) -> bool:
         """Whether this store's files can be projected here: a shared store lives inside its
-        project, so when that checkout was deleted or moved its files are not recreated."""
-        if not self._has_store(store):
+        project, so when that checkout was deleted or moved its files are not recreated; a
+        store whose directory resolves outside where it belongs is never read or written."""
+        if not self._has_store(store) or self.store_escape(store):
             return False
         if store_kind(store) != "shared":
             return True
         return self.store_dirs[store].parent.parent.is_dir()
+
+    def store_escape(self, store: str) -> str | None:
+        """Why ``store``'s directory is refused, or None.  A shared store must resolve inside its
+        project and a personal or global one inside REALMEM_HOME: git can commit a symlinked
+        ``.pi/realmem`` pointing anywhere, and nothing may be imported from or written there."""
+        if not self._has_store(store):
+            return None
+        d = self.store_dirs[store]
+        root = self.store_roots.get(store) if store_kind(store) == "shared" else self.home
+        if root is None:
+            return None
+        real, real_root = Path(os.path.realpath(d)), Path(os.path.realpath(root))
+        if real.is_relative_to(real_root):
+            return None
+        return f"the {store_kind(store)} store {d} resolves outside {root} (to {real}); refused: nothing there is read or written"
 
     def memory(self, key: Key) -> Memory | None:
         row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from realmem.fsutil import atomic_write_text
+from realmem.fsutil import atomic_write_text, private_dir
 
 DEFAULTS: dict[str, Any] = {
     # Endpoints (url = base URL without /v1).  realmem ships with none.
@@ -206,7 +206,7 @@ class Config:
         self.save()
 
     def save(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        private_dir(self.home)
         atomic_write_text(self.path, json.dumps(self._file, indent=2, sort_keys=True) + "\n", mode=0o600)
 
     def items(self) -> list[tuple[str, Any, str]]:

@@ -15,12 +15,15 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
+from realmem import fsutil
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
 
 
 def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
     """Open ``path`` with the pragmas every realmem process relies on."""
+    fsutil.private_file(Path(path))
     conn = apsw.Connection(str(path))
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.enable_load_extension(True)

@@ -7,16 +7,18 @@ killed at any instruction.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None, durable: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        # mkstemp creates 0600; a fact file is an ordinary file (0666 less the umask).
-        os.fchmod(fd, mode if mode is not None else 0o666 & ~_UMASK)
+        # mkstemp creates 0600; a fact file is an ordinary file (0666 less the umask), but never
+        # group- or world-writable whatever the umask: anyone who can write it can plant a fact.
+        os.fchmod(fd, mode if mode is not None else FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
@@ -42,6 +44,55 @@ def _read_umask() -> int:
 # Read once at import: os.umask is process-wide, so toggling it per write would race with
 # other threads creating files.
 _UMASK = _read_umask()
+FILE_MODE = 0o666 & ~_UMASK & ~0o022
+
+
+def make_dirs(directory: Path) -> None:
+    """``mkdir -p`` where each new directory is no more open than the one it is made in, so
+    a store under a 0700 REALMEM_HOME stays private under umask 022, while one in a project
+    gets the project's usual mode."""
+    if directory.is_dir():
+        return
+    make_dirs(directory.parent)
+    try:
+        os.mkdir(directory, directory.parent.stat().st_mode & 0o777)
+    except FileExistsError:
+        pass
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Drop group/other bits from a path we own (an older version made it 0755 / 0644)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid():
+        return
+    if st.st_mode & 0o777 & ~mode:
+        os.chmod(path, st.st_mode & mode & 0o777)
+
+
+def private_dir(directory: Path) -> None:
+    """Create ``directory`` (REALMEM_HOME) as 0700, or tighten it: it holds personal memories,
+    judge traces and keys, which other local users must not read."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        _tighten(directory, 0o700)
+
+
+def private_file(path: Path) -> None:
+    """Make sure ``path`` (a SQLite database) exists as 0600 before SQLite creates it with the
+    umask's mode; SQLite gives its -wal and -shm files the database's mode.  Older, looser
+    files are tightened."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    except FileExistsError:
+        pass
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"),
+              path.with_name(path.name + "-journal")):
+        _tighten(p, 0o600)
 
 
 def fsync_dir(directory: Path) -> None:

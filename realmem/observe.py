@@ -7,8 +7,10 @@ projected (and replayable) like any other.  A bad file is reported, never fatal.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,71 +69,77 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
     seen_ids: dict[str, str] = {}
     fine: set[str] = set()  # names that read as a fact this time
     new_stats: dict[str, tuple[int, int] | None] = {}
-    if not d.is_dir():
-        entries: list[os.DirEntry[str]] = []
-    else:
+    escape = app.store_escape(store)
+    if escape is not None:
+        # Nothing there is read; its memories keep their last projected state.
+        if problems.get("") != _digest(escape):
+            logger.warning("store refused", store=store, reason=escape)
+            events.append(ev.FileProblem(store, "", "store-escape", escape, None, _digest(escape)))
+        return events, new_stats
+    try:
         entries = sorted((e for e in os.scandir(d) if e.name.endswith(".md") and not e.name.startswith(".")),
                          key=lambda e: (e.name not in by_file, e.name))
-    root = d.resolve() if d.is_dir() else d
+    except (FileNotFoundError, NotADirectoryError):
+        entries = []
+    except OSError as exc:  # a loop, no permission: report it and keep every memory as it was
+        message = f"cannot list {d}: {exc.strerror}"
+        if problems.get("") != _digest(message):
+            events.append(ev.FileProblem(store, "", "unreadable", message, None, _digest(message)))
+        logger.warning("store unreadable", store=store, error=message)
+        return events, new_stats
+    root = Path(os.path.realpath(d))
 
     def problem(name: str, kind: str, message: str, line: int | None, digest: str) -> None:
         if problems.get(name) != digest:
             events.append(ev.FileProblem(store, name, kind, message, line, digest))
             logger.warning("fact file problem", store=store, file=name, problem=kind, line=line)
 
-    for entry in entries:
+    notices: list[ev.Event] = []  # told after the file's FileObserved, which clears its problems
+
+    def one(entry: os.DirEntry[str]) -> None:
         name = entry.name
-        if entry.is_symlink():
-            target = Path(entry.path).resolve()
-            if not target.is_relative_to(root):
-                problem(name, "symlink-escape", f"{name} links outside the store ({target}); ignored", None, _digest(str(target)))
-                continue
-        try:
-            st = entry.stat()
-        except OSError as exc:
-            problem(name, "unreadable", f"cannot read {name}: {exc.strerror}", None, _digest(str(exc)))
-            continue
         mem_id = by_file.get(name)
+        try:
+            st, text = _read_regular(entry, root, None if mem_id is None else stats.get(name))
+        except _BadFile as bad:
+            problem(name, bad.kind, bad.describe(name), bad.line, _digest(bad.describe(name)))
+            if mem_id is not None and bad.kind not in ("symlink-escape", "not-a-file"):
+                seen_ids[mem_id] = name  # keep the last good version
+            return
         stamp = (st.st_mtime_ns, st.st_size)
-        if mem_id is not None and stats.get(name) == stamp:
+        if text is None:  # unchanged since realmem last read or wrote it
+            assert mem_id is not None
             seen_ids[mem_id] = name
             fine.add(name)
-            continue
-        if st.st_size > files.MAX_FILE_BYTES:
-            problem(name, "unreadable", f"{name} is larger than {files.MAX_FILE_BYTES} bytes; ignored", None, _digest(str(st.st_size)))
-            continue
-        try:
-            with open(entry.path, encoding="utf-8") as fh:
-                text = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            problem(name, "unreadable", f"cannot read {name}: {exc}", None, _digest(repr(exc)))
-            if mem_id is not None:
-                seen_ids[mem_id] = name  # keep the last good version
-            continue
+            return
         try:
             parsed = files.parse(text)
+            if parsed.id is None:
+                parsed_id, notice = _identify(app, store, name, parsed, mem_id, seen_ids)
+                if notice is not None:
+                    notices.append(ev.FileProblem(store, name, "re-identified", notice, None, _digest(text)))
+                    logger.warning("fact file re-identified", store=store, file=name)
+                now = now_iso()
+                text = files.render(id=parsed_id, caption=parsed.caption,
+                                    paths=parsed.paths or [memories.default_path(store)],
+                                    created=parsed.created or now, updated=parsed.updated or now,
+                                    content=parsed.content, previous=text)
+                parsed = files.parse(text)
         except files.FactFileError as exc:
             problem(name, "malformed", f"{name}: {exc}", exc.line, _digest(text))
             if mem_id is not None:
                 seen_ids[mem_id] = name
-            continue
-        if parsed.id is None:
-            parsed_id = ids.new_id()  # a hand-written fact: adopt it with a fresh id
-            now = now_iso()
-            text = files.render(id=parsed_id, caption=parsed.caption, paths=parsed.paths or [memories.default_path(store)],
-                                created=parsed.created or now, updated=parsed.updated or now,
-                                content=parsed.content, previous=text)
-            parsed = files.parse(text)
+            return
         assert parsed.id is not None
         if parsed.id in seen_ids:
             problem(name, "duplicate-id", f"{name} repeats the id of {seen_ids[parsed.id]}; ignored", 2, _digest(text))
-            continue
+            return
         seen_ids[parsed.id] = name
         fine.add(name)
         current = known.get(parsed.id)
         if current is not None and current == (name, text):
             new_stats[name] = stamp
-            continue
+            return
         now = now_iso()
         fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
@@ -141,6 +149,18 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         new_stats[name] = stamp
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
+
+    for entry in entries:
+        try:
+            one(entry)
+        except Exception as exc:  # one file must never stop the others or the command
+            logger.exception("fact file scan failed", store=store, file=entry.name)
+            problem(entry.name, "unreadable", f"{entry.name}: cannot be read as a fact ({type(exc).__name__}: {exc})",
+                    None, _digest(repr(exc)))
+            mem_id = by_file.get(entry.name)
+            if mem_id is not None:
+                seen_ids[mem_id] = entry.name
+    events.extend(notices)
     for mem_id, (name, _) in known.items():
         if mem_id not in seen_ids:
             events.append(ev.FileObserved(store, mem_id, "deleted"))
@@ -153,6 +173,94 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         if name not in handled and (name not in present or name in fine):
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     return events, new_stats
+
+
+class _BadFile(Exception):
+    """A directory entry that is not a readable fact file; ``kind`` is the FileProblem kind."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.line = kind, line
+
+    def describe(self, name: str) -> str:
+        return f"{name}{'' if self.line is None else f' line {self.line}'} {self}"
+
+
+def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | None) -> tuple[os.stat_result, str | None]:
+    """(stat, text) of a store entry; text None when its (mtime, size) is ``known`` (unchanged).
+
+    The type is checked before anything is opened: a FIFO would block the open, a device
+    could return anything.  The open itself is non-blocking and re-checks the type on the
+    descriptor, so an entry swapped for a FIFO between the two steps cannot hang us either."""
+    path = entry.path
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
+    link = stat.S_ISLNK(st.st_mode)
+    if link:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            what = "is a symlink loop" if exc.errno == errno.ELOOP else f"is a broken symlink ({exc.strerror})"
+            raise _BadFile("unreadable", f"{what}; ignored") from None
+        target = Path(os.path.realpath(path))
+        if not target.is_relative_to(root):
+            raise _BadFile("symlink-escape", f"links outside the store ({target}); ignored")
+    if not stat.S_ISREG(st.st_mode):
+        raise _BadFile("not-a-file", f"is {_kind(st.st_mode)}, not a regular file; ignored")
+    if known == (st.st_mtime_ns, st.st_size):
+        return st, None
+    if st.st_size > files.MAX_FILE_BYTES:
+        raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes ({st.st_size}); ignored")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if link else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _BadFile("not-a-file", f"is {_kind(st.st_mode)}, not a regular file; ignored")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(files.MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > files.MAX_FILE_BYTES:
+        raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes; ignored")
+    if b"\0" in data:
+        line = data[:data.index(b"\0")].count(b"\n") + 1
+        raise _BadFile("unreadable", "is a binary file (it holds NUL bytes), not a fact; ignored", line)
+    try:
+        return st, data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise _BadFile("unreadable", f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); ignored", line) from None
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "a special file"
+
+
+def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_id: str | None,
+              seen_ids: dict[str, str]) -> tuple[str, str | None]:
+    """The id of a fact file without one, and a notice when the user should be told.
+
+    A hand-written fact simply gets a new id.  When the file held a memory (its id line was
+    deleted), that memory keeps its identity if the fact is the same (caption and content);
+    otherwise it becomes a new memory and the user is told plainly."""
+    if old_id is None or old_id in seen_ids:
+        return ids.new_id(), None
+    old = app.memory((store, old_id))
+    if old is not None and (old.caption, old.content) == (parsed.caption, parsed.content):
+        return old_id, None
+    new_id = ids.new_id()
+    return new_id, (f"{name} lost its id line and its fact changed, so it was re-identified: memory "
+                    f"{ids.short(old_id)} is replaced by {ids.short(new_id)} (its use counts start again)")
 
 
 def migrate_path_store(app: "Realmem", project: "Project") -> None:

@@ -136,7 +136,9 @@ class FileProblem(Event):
     TYPE: ClassVar[str] = "file_problem"
     store: str
     file: str
-    problem: str  # malformed | duplicate-id | unreadable | symlink-escape | resolved (gone or fine again)
+    # malformed | duplicate-id | unreadable | not-a-file | symlink-escape | re-identified |
+    # store-escape (file "": the whole store directory is refused) | resolved (gone or fine again)
+    problem: str
     message: str
     line: int | None = None
     digest: str = ""  # hash of what was seen, so the same problem is recorded once

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from realmem import fsutil
+
 if TYPE_CHECKING:
     from huey import SqliteHuey
 
@@ -42,6 +44,7 @@ def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
     key = str(Path(home).resolve())
     if key not in _HUEYS:
         from huey import SqliteHuey
+        fsutil.private_file(queue_path(Path(key)))  # before SQLite creates it with the umask's mode
         h = SqliteHuey(name="realmem", filename=str(queue_path(Path(key))), results=False,
                        store_none=False, utc=True)
 

@@ -24,6 +24,7 @@ from types import FrameType
 
 import structlog
 
+from realmem import fsutil
 from realmem.lock import LeaseLock, LockTimeout
 
 log = structlog.get_logger("realmem.worker")
@@ -126,7 +127,7 @@ def rederive(home: Path) -> int:
 
 def run(home: Path, *, idle_seconds: float | None = None) -> int:
     home = Path(home).resolve()
-    home.mkdir(parents=True, exist_ok=True)
+    fsutil.private_dir(home)
     from realmem import db
     conn = db.connect(home / "realmem.sqlite")  # migrates before the lock table is used
     lock = LeaseLock(home / "realmem.sqlite", "worker")

@@ -102,6 +102,24 @@ def _load(front: str, first_line: int) -> Any:
         raise FactFileError(f"invalid YAML: {exc}", first_line) from None
 
 
+def _bad_text(value: Any) -> str | None:
+    """What makes a YAML value unstorable: an escaped lone surrogate (not Unicode, cannot be
+    written back as UTF-8) or a NUL; None when it is fine."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"an unpaired surrogate (U+{ord(value[exc.start]):04X}), which is not valid Unicode"
+        return None
+    if isinstance(value, dict):
+        return next((b for k, v in value.items() if (b := _bad_text(k) or _bad_text(v)) is not None), None)
+    if isinstance(value, list):
+        return next((b for v in value if (b := _bad_text(v)) is not None), None)
+    return None
+
+
 def parse(text: str) -> Parsed:
     front, body, first = split(text)
     data = _load(front, first)
@@ -113,6 +131,10 @@ def parse(text: str) -> Parsed:
             return first + data.lc.key(key)[0]
         except (AttributeError, KeyError, TypeError):
             return first
+
+    for key, value in data.items():
+        if (bad := _bad_text(key) or _bad_text(value)) is not None:
+            raise FactFileError(f"{key!s:.40} holds {bad}", line_of(key))
 
     raw_id = data.get("id")
     mem_id = None
