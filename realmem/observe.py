@@ -64,7 +64,9 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
     known = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
     by_file = {f: mem_id for mem_id, (f, _) in known.items()}
     stats = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT file, mtime_ns, size FROM file_stats WHERE store=?", (store,))}
-    problems = {r[0]: r[1] for r in app.conn.execute("SELECT file, digest FROM problems WHERE store=?", (store,))}
+    problems, kinds = {}, {}
+    for name, digest, kind in app.conn.execute("SELECT file, digest, problem FROM problems WHERE store=?", (store,)):
+        problems[name], kinds[name] = digest, kind
     events: list[ev.Event] = []
     seen_ids: dict[str, str] = {}
     fine: set[str] = set()  # names that read as a fact this time
@@ -94,7 +96,8 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             events.append(ev.FileProblem(store, name, kind, message, line, digest))
             logger.warning("fact file problem", store=store, file=name, problem=kind, line=line)
 
-    notices: list[ev.Event] = []  # told after the file's FileObserved, which clears its problems
+    unchanged: set[str] = set()
+    notices: list[ev.Event] = []  # told last: the file's FileObserved events clear its problems
 
     def one(entry: os.DirEntry[str]) -> None:
         name = entry.name
@@ -111,7 +114,9 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             assert mem_id is not None
             seen_ids[mem_id] = name
             fine.add(name)
+            unchanged.add(name)
             return
+        restored, parsed_from_disk = False, True
         try:
             parsed = files.parse(text)
             if parsed.id is None:
@@ -125,6 +130,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
                                     created=parsed.created or now, updated=parsed.updated or now,
                                     content=parsed.content, previous=text)
                 parsed = files.parse(text)
+                restored, parsed_from_disk = parsed_id == mem_id, False
         except files.FactFileError as exc:
             problem(name, "malformed", f"{name}: {exc}", exc.line, _digest(text))
             if mem_id is not None:
@@ -138,6 +144,10 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         fine.add(name)
         current = known.get(parsed.id)
         if current is not None and current == (name, text):
+            if restored:  # only the id line was deleted: put it back (the tables already agree)
+                files.write(d, name, text)
+                st = os.stat(d / name)
+                stamp = (st.st_mtime_ns, st.st_size)
             new_stats[name] = stamp
             return
         now = now_iso()
@@ -146,7 +156,8 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         result, _, _ = scan_memory(parsed.caption, parsed.content)
         quarantine = None if result.ok else result.reason()
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
-        new_stats[name] = stamp
+        if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
+            new_stats[name] = stamp
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
 
@@ -160,18 +171,20 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             mem_id = by_file.get(entry.name)
             if mem_id is not None:
                 seen_ids[mem_id] = entry.name
-    events.extend(notices)
     for mem_id, (name, _) in known.items():
         if mem_id not in seen_ids:
             events.append(ev.FileObserved(store, mem_id, "deleted"))
-            new_stats[name] = None
+            if name not in fine:  # else another memory now lives in that file
+                new_stats[name] = None
     present = {e.name for e in entries}
     handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
     handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
     handled.update(known[e.id][0] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
     for name in problems:
-        if name not in handled and (name not in present or name in fine):
+        told = kinds.get(name) == "re-identified" and name in unchanged  # stays until the file changes
+        if name not in handled and (name not in present or name in fine) and not told:
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
+    events.extend(notices)
     return events, new_stats
 
 
