@@ -8,6 +8,7 @@ secrets never land in config.json.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,10 @@ def env_name(key: str) -> str:
 
 def _coerce(value: str, default: Any) -> Any:
     if isinstance(default, bool):
-        return value.strip().lower() in {"1", "true", "yes", "on"}
+        word = value.strip().lower()
+        if word not in {"1", "true", "yes", "on", "0", "false", "no", "off", ""}:
+            raise ValueError(f"{value!r} is not true or false")
+        return word in {"1", "true", "yes", "on"}
     if isinstance(default, int) and not isinstance(default, bool):
         return int(value)
     if isinstance(default, float):
@@ -123,6 +127,37 @@ def secret_var(value: str) -> str | None:
     if value.startswith("$") and len(value) > 1:
         return value[1:].strip("{}")
     return None
+
+
+def check(key: str, value: Any) -> Any:
+    """``value`` as the type ``key``'s default has, or ConfigError.  Every path that sets or
+    reads a setting goes through this (rpc and CLI set, config.json, environment), so a
+    value of the wrong type is refused where it enters, not at every later use."""
+    default = DEFAULTS[key]
+    try:
+        if isinstance(value, str) and not isinstance(default, str):
+            value = _coerce(value, default)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+        want = "true or false"
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        want = "a whole number"
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        value = float(value) if ok else value
+        want = "a number"
+    elif isinstance(default, list):
+        ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
+        want = "a list of strings"
+    else:
+        ok = isinstance(value, str) and "\x00" not in value
+        want = "a string"
+    if not ok:
+        raise ConfigError(f"{key} must be {want}, not {json.dumps(value, default=str)[:80]}")
+    return value
 
 
 def resolve_secret(value: str) -> str:
@@ -155,9 +190,19 @@ class Config:
         default = DEFAULTS.get(key)
         env = os.environ.get(env_name(key))
         if env is not None:
-            return _coerce(env, default) if default is not None else env
+            if default is None:
+                return env
+            try:
+                return check(key, env)
+            except ConfigError as exc:
+                raise ConfigError(f"{env_name(key)}: {exc}") from None
         if key in self._file:
-            return self._file[key]
+            if default is None:
+                return self._file[key]
+            try:
+                return check(key, self._file[key])
+            except ConfigError as exc:
+                raise ConfigError(f"{self.path}: {exc} (fix it with `realmem settings set` or unset it)") from None
         return default
 
     def __getitem__(self, key: str) -> Any:
@@ -192,13 +237,7 @@ class Config:
     def set(self, key: str, value: Any) -> None:
         if key not in DEFAULTS:
             raise ConfigError(f"unknown setting {key!r}")
-        default = DEFAULTS[key]
-        if isinstance(value, str) and not isinstance(default, str):
-            try:
-                value = _coerce(value, default)
-            except ValueError as exc:
-                raise ConfigError(f"{key}: {exc}") from exc
-        self._file[key] = value
+        self._file[key] = check(key, value)
         self.save()
 
     def unset(self, key: str) -> None:
@@ -213,7 +252,12 @@ class Config:
         """(key, display value, source) for every known key; keys are masked."""
         out = []
         for key in DEFAULTS:
-            value = self.get(key)
+            try:
+                value = self.get(key)
+            except ConfigError:  # shown as stored, so the user can see what to fix
+                raw = os.environ.get(env_name(key), self._file.get(key))
+                out.append((key, mask_secret(str(raw)) if key in SECRET_KEYS else raw, "invalid"))
+                continue
             if key in SECRET_KEYS and value:
                 value = mask_secret(str(value))
             out.append((key, value, self.source(key)))

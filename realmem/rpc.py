@@ -13,7 +13,7 @@ import queue
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,6 +45,89 @@ SLOW = {"remember", "debug", "retry", "embed", "reindex", "consolidate", "import
         "settings_models", "settings_test", "prune_paths", "recall", "manage_list"}
 
 
+# Param types from docs/rpc.md.  A wrong type answers code 2 before the method runs, so no
+# method ever sees a list where it expects a string.  null means "not given" everywhere.
+# "strs" also takes one string (the tool layer may pass a single path).
+COMMON = {"cwd": "str", "session": "str", "progress_token": "str"}
+PARAMS: dict[str, dict[str, str]] = {
+    "strip_context_files": {"system_prompt": "str", "context_files": "files"},
+    "path_notes": {"tool_name": "str", "input": "any", "shown": "strs", "is_error": "bool"},
+    "recall": {"queries": "strs", "paths": "strs", "ids": "strs", "page": "int", "scope": "str",
+               "recent_paths": "strs"},
+    "remember": {"caption": "text", "content": "text", "scope": "str", "paths": "strs", "user_requested": "bool",
+                 "source": "str"},
+    "debug": {"caption": "text", "content": "text", "scope": "str", "paths": "strs", "user_requested": "bool",
+              "write": "bool"},
+    "list": {"page": "int", "scope": "str"},
+    "forget": {"ids": "strs"},
+    "show": {"id": "str"},
+    "manage_list": {"query": "str", "semantic": "bool"},
+    "edit": {"id": "str", "caption": "text", "content": "text", "paths": "strs"},
+    "move": {"id": "str", "scope": "str"},
+    "approve": {"id": "str"},
+    "apply_suggested_path": {"id": "str", "path": "str"},
+    "settings_set": {"key": "str", "value": "any"},
+    "settings_models": {"endpoint": "str"},
+    "import_begin": {"files": "strs"},
+    "prune_paths": {"apply": "bool"},
+    "consolidate": {"stores": "strs", "paths": "bool"},
+}
+MAX_LINE = 16 * 1024 * 1024  # one request line; anything longer is answered, not parsed
+
+
+def _type_error(kind: str, value: Any) -> str | None:
+    """Why ``value`` is not of param type ``kind``, or None."""
+    if kind == "any":
+        return None
+    if kind in ("str", "text"):
+        if not isinstance(value, str):
+            return "must be a string"
+        if kind == "text" and "\x00" in value:
+            return "must not contain a NUL character"
+        return None
+    if kind == "bool":
+        return None if isinstance(value, bool) else "must be true or false"
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
+        return None if ok else "must be a whole number from 1"
+    if kind == "strs":
+        ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(x, str) for x in value))
+        return None if ok else "must be a list of strings"
+    if kind == "files":
+        ok = isinstance(value, list) and all(
+            isinstance(x, dict) and isinstance(x.get("path"), str) and isinstance(x.get("content", ""), str)
+            for x in value)
+        return None if ok else "must be a list of {path, content} objects"
+    raise AssertionError(kind)
+
+
+def _has_surrogate(value: Any, depth: int = 0) -> bool:
+    """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if depth > 64:
+        return False
+    if isinstance(value, dict):
+        return any(_has_surrogate(k, depth + 1) or _has_surrogate(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_surrogate(v, depth + 1) for v in value)
+    return False
+
+
+def validate(method: str, params: dict[str, Any]) -> None:
+    """Raise RpcError(2) when ``params`` do not match docs/rpc.md for ``method``."""
+    for name, kind in {**COMMON, **PARAMS.get(method, {})}.items():
+        value = params.get(name)
+        if value is not None and (why := _type_error(kind, value)) is not None:
+            raise RpcError(2, f"{method}: {name} {why}")
+    if _has_surrogate(params):
+        raise RpcError(2, f"{method}: params hold a lone surrogate, which is not valid Unicode")
+
+
 class Server:
     def __init__(self, home: str | None, out: TextIO) -> None:
         self.home = home_dir(home)
@@ -62,7 +145,11 @@ class Server:
     # --- plumbing ------------------------------------------------------------------------
 
     def send(self, msg: dict[str, Any]) -> None:
-        line = json.dumps(msg, ensure_ascii=False, default=str)
+        try:
+            line = json.dumps(msg, ensure_ascii=False, default=str)
+            line.encode("utf-8")
+        except (ValueError, RecursionError):  # a lone surrogate or a pathological id: escape it
+            line = json.dumps(msg, ensure_ascii=True, default=str)
         with self.write_lock:
             self.out.write(line + "\n")
             self.out.flush()
@@ -88,6 +175,8 @@ class Server:
         cwd = str(Path(params.get("cwd") or os.getcwd()).resolve())
         app = self.apps.get(cwd)
         if app is None:
+            if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
+                raise RpcError(2, f"cwd {cwd} is not an existing directory")
             app = Realmem.open(self.home, cwd, scan=False)
             self.apps[cwd] = app
         app.session = params.get("session") or app.session
@@ -97,9 +186,16 @@ class Server:
         mid = msg.get("id")
         method = msg.get("method")
         params = msg.get("params") or {}
-        if not isinstance(method, str) or not isinstance(params, dict):
+        if not _valid_id(mid):
+            self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "invalid request: bad id"}})
+            return
+        if not isinstance(method, str):  # not a request at all: answered even without an id
+            self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32600, "message": "invalid request: no method"}})
+            return
+        if not isinstance(params, dict):
             if mid is not None:
-                self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32600, "message": "invalid request"}})
+                self.send({"jsonrpc": "2.0", "id": mid,
+                           "error": {"code": -32600, "message": "invalid request: params must be an object"}})
             return
         fn = self.methods.get(method)
         if fn is None:
@@ -107,6 +203,7 @@ class Server:
                 self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"unknown method {method}"}})
             return
         try:
+            validate(method, params)
             result = fn(params)
         except Cancelled:
             err = {"code": 1, "message": "cancelled"}
@@ -128,7 +225,7 @@ class Server:
             return
         finally:
             token = params.get("progress_token")
-            if token:
+            if isinstance(token, str) and token:
                 with self.write_lock:
                     self.active.discard(token)
                     self.cancelled.discard(token)
@@ -357,6 +454,26 @@ class Server:
         return {"text": render_report(report), "details": report.to_json()}
 
 
+def _valid_id(mid: Any) -> bool:
+    """JSON-RPC ids are strings, numbers or null."""
+    return mid is None or (isinstance(mid, (str, int, float)) and not isinstance(mid, bool))
+
+
+def _lines(stdin: TextIO) -> Iterator[str | None]:
+    """Request lines, each at most MAX_LINE characters read into memory; None stands for a
+    longer line, whose rest is skipped."""
+    while True:
+        line = stdin.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            while (rest := stdin.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+            yield None
+            continue
+        yield line
+
+
 def _strs(v: Any) -> list[str]:
     if v is None:
         return []
@@ -367,34 +484,59 @@ def _strs(v: Any) -> list[str]:
 
 def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     logs.configure()
-    stdin = stdin or sys.stdin
+    if stdin is None:
+        # Undecodable bytes become U+FFFD: one bad byte must not end the reader thread.
+        sys.stdin.reconfigure(errors="replace")
+        stdin = sys.stdin
     server = Server(home, stdout or sys.stdout)
     inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
-    def reader() -> None:
-        for line in stdin:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}})
-                continue
-            if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
-                token = str(msg["params"].get("token"))
+    def parse_error(message: str) -> None:
+        server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}})
+
+    def read_one(line: str | None) -> None:
+        if line is None:
+            parse_error(f"request line longer than {MAX_LINE} characters")
+            return
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
+            parse_error("parse error")
+            return
+        if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
+            token = msg["params"].get("token")
+            if isinstance(token, str):
                 with server.write_lock:
                     if token in server.active:  # a late cancel for a finished request is dropped
                         server.cancelled.add(token)
-                continue
-            inbox.put(msg if isinstance(msg, dict) else {})
+            return
+        inbox.put(msg if isinstance(msg, dict) else {})
+
+    def reader() -> None:
+        try:
+            for line in _lines(stdin):
+                try:
+                    read_one(line)
+                except Exception:  # the reader must outlive any line: it is the child's only ear
+                    logger.exception("rpc reader failed on a line")
+        except Exception:  # stdin itself broke (undecodable bytes are replaced, so this is rare)
+            logger.exception("rpc stdin failed")
         inbox.put(None)
 
     slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def slow_loop() -> None:
         while (msg := slow.get()) is not None:
+            serve_one(msg)
+
+    def serve_one(msg: dict[str, Any]) -> None:
+        try:
             server.handle(msg)
+        except Exception:  # never lose a serving thread: later requests must still be answered
+            logger.exception("rpc request failed", method=str(msg.get("method"))[:80])
 
     threading.Thread(target=reader, daemon=True, name="rpc-reader").start()
     slow_thread = threading.Thread(target=slow_loop, daemon=True, name="rpc-slow")
@@ -403,14 +545,15 @@ def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO |
         msg = inbox.get()
         if msg is None:
             break
-        token = (msg.get("params") or {}).get("progress_token") if isinstance(msg.get("params"), dict) else None
-        if token:
+        token = msg["params"].get("progress_token") if isinstance(msg.get("params"), dict) else None
+        if isinstance(token, str) and token:
             with server.write_lock:
-                server.active.add(str(token))
-        if msg.get("method") in SLOW:
+                server.active.add(token)
+        method = msg.get("method")
+        if isinstance(method, str) and method in SLOW:
             slow.put(msg)
         else:
-            server.handle(msg)
+            serve_one(msg)
     slow.put(None)
     slow_thread.join(timeout=60)
     for apps in server.all_apps:

@@ -195,7 +195,7 @@ def test_errors_by_code(spawn: Any, repo: Path) -> None:
     assert err["code"] == -32601 and "no_such_method" in err["message"]
     # a bad argument value is a usage error (2), on the slow thread as on the main one
     err = c.error("list", {"cwd": str(repo), "page": "two"})
-    assert err["code"] == 2 and "ValueError" in err["message"]
+    assert err["code"] == 2 and "page must be a whole number" in err["message"]
     err = c.error("recall", {"cwd": str(repo), "queries": ["x"], "page": "two"})
     assert err["code"] == 2
     err = c.error("settings_models", {"endpoint": "bogus"})
