@@ -86,13 +86,31 @@ def _max_questions(f):  # type: ignore[no-untyped-def]
                         help="questions per SemIf request (overrides semif.maxQuestions)")(f)
 
 
+def _text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A caption or content: text that can be stored and written to a fact file."""
+    if value is not None and "\x00" in value:
+        raise click.BadParameter("must not contain a NUL character")
+    return value
+
+
+def _bad_argument() -> str | None:
+    """Why a command-line argument is unusable, or None.  Python hands undecodable bytes over
+    as lone surrogates; they would fail deep inside with a traceback."""
+    for i, arg in enumerate(sys.argv[1:], 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {i} ({ascii(arg)[1:-1][:60]}) is not valid UTF-8"
+    return None
+
+
 def _remember_options(f):  # type: ignore[no-untyped-def]
     f = _max_questions(f)
     f = click.option("--json", "as_json", is_flag=True)(f)
     f = click.option("--path", "paths", multiple=True, help="file, directory or glob (repeatable)")(f)
     f = click.option("--scope", type=click.Choice(["global", "shared", "personal"]))(f)
-    f = click.option("--content", required=True)(f)
-    f = click.option("--caption", required=True)(f)
+    f = click.option("--content", required=True, callback=_text)(f)
+    f = click.option("--caption", required=True, callback=_text)(f)
     return f
 
 
@@ -129,8 +147,8 @@ def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str,
 
 
 @cli.command()
-@click.option("--caption", required=True)
-@click.option("--content", required=True)
+@click.option("--caption", required=True, callback=_text)
+@click.option("--content", required=True, callback=_text)
 @click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
 @click.option("--path", "paths", multiple=True)
 @click.option("--user-requested", is_flag=True)
@@ -661,6 +679,8 @@ def eval_recall(modes: tuple[str, ...], set_path: Path | None, as_json: bool) ->
 
 
 def main() -> None:
+    if (bad := _bad_argument()) is not None:
+        _fail(bad, 2)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.UsageError as exc:
