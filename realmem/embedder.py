@@ -44,13 +44,32 @@ def document_text(caption: str, content: str) -> str:
 
 
 def ensure_space(app: "Realmem", c: EmbeddingsClient) -> str:
-    """Activate the client's embedding space; a new space clears the cache and index."""
+    """Activate the client's embedding space; a new space clears the cache and index, so it
+    must be confirmed first (``_confirm``): one odd reply never costs the cache."""
     fp = c.fingerprint()
-    if index.active_fingerprint(app.conn) != fp or index.vec_dims(app.conn) != c.dimensions:
-        with db.transaction(app.conn):
-            if index.set_space(app.conn, fp, c.dimensions):
-                logger.info("embedding space changed; cache cleared", dims=c.dimensions)
+    active = index.active_fingerprint(app.conn)
+    if active == fp and index.vec_dims(app.conn) == c.dimensions:
+        return fp
+    if active is not None:
+        fp = _confirm(c, active)
+        if fp == active:
+            return fp
+    with db.transaction(app.conn):
+        if index.set_space(app.conn, fp, c.dimensions):
+            logger.info("embedding space changed; cache cleared", dims=c.dimensions)
     return fp
+
+
+def _confirm(c: EmbeddingsClient, active: str) -> str:
+    """The space the endpoint really answers in, asked twice: two consistent replies confirm a
+    change; a second reply back in the active space shows the first was the odd one.  Replies
+    that disagree with both are an endpoint error (the caller falls back to BM25)."""
+    first = c.dimensions
+    second = c.redetect_dimensions()
+    if second == first or c.fingerprint() == active:
+        return c.fingerprint()
+    raise EndpointError(f"the embeddings endpoint answered {first} then {second} dimensions; "
+                        "keeping the cached vectors until it answers consistently")
 
 
 def embed_query(app: "Realmem", text: str) -> list[float] | None:

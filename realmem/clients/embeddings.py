@@ -66,6 +66,11 @@ class EmbeddingsClient(ModelClient):
             dimensions = len(self._embed([_PROBE_TEXT])[0])
         return dimensions
 
+    def redetect_dimensions(self) -> int:
+        """Forget the learned vector length and ask the endpoint again."""
+        self._dimensions = None
+        return self.dimensions
+
     def fingerprint(self) -> str:
         """sha256 of endpoint URL, model and dimensions: the identity of the embedding space."""
         identity = f"{self.url}\n{self.model}\n{self.dimensions}"
@@ -103,6 +108,7 @@ class EmbeddingsClient(ModelClient):
             self._dimensions = len(value)
             log.debug("embeddings.dimensions", url=self.url, dimensions=self._dimensions)
         elif len(value) != self._dimensions:
-            raise EndpointError(f"embedding dimensions changed from {self._dimensions} to {len(value)} "
+            learned, self._dimensions = self._dimensions, None  # the next request learns them again
+            raise EndpointError(f"embedding dimensions changed from {learned} to {len(value)} "
                                 f"({self.url}); run /realmem reindex after changing the model")
         return [float(x) for x in value]
