@@ -308,7 +308,8 @@ class Realmem:
     def holds(self, store: str, name: str, mem_id: str) -> bool:
         """Whether the file ``name`` in ``store`` is a fact file of this memory."""
         try:
-            return files.parse((self.store_dir(store) / name).read_text(encoding="utf-8")).id == mem_id
+            path = self.store_dir(store) / name
+            return files.parse(fsutil.read_regular(path, limit=files.MAX_FILE_BYTES).decode("utf-8")).id == mem_id
         except (OSError, UnicodeDecodeError, files.FactFileError):
             return False
 

@@ -108,6 +108,39 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class NotRegularFile(OSError):
+    """A path that is a FIFO, socket, device or directory where a regular file was expected."""
+
+
+def file_kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "a special file"
+
+
+def read_regular(path: Path | str, *, limit: int | None = None, follow: bool = True) -> bytes:
+    """The bytes of a regular file, at most ``limit + 1`` of them (so callers can tell "too
+    large").  The type is checked before the open (a FIFO would block it, a device could
+    return anything) and again on the descriptor, which is opened non-blocking, so a path
+    swapped for a FIFO in between cannot hang the reader either.  ``follow=False`` refuses a
+    symlink.  Raises OSError (NotRegularFile for the wrong type)."""
+    st = os.stat(path, follow_symlinks=follow)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(f"{path} is {file_kind(st.st_mode)}, not a regular file")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{path} is {file_kind(st.st_mode)}, not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(-1 if limit is None else limit + 1)
+    finally:
+        os.close(fd)
+
+
 def remove_file(path: Path) -> None:
     try:
         path.unlink()

@@ -19,6 +19,7 @@ import structlog
 from realmem import ids, memories
 from realmem.events import types as ev
 from realmem.events.store import now_iso
+from realmem.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.projections import files
 from realmem.safety import scan_memory
 
@@ -201,10 +202,7 @@ class _BadFile(Exception):
 
 def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | None) -> tuple[os.stat_result, str | None]:
     """(stat, text) of a store entry; text None when its (mtime, size) is ``known`` (unchanged).
-
-    The type is checked before anything is opened: a FIFO would block the open, a device
-    could return anything.  The open itself is non-blocking and re-checks the type on the
-    descriptor, so an entry swapped for a FIFO between the two steps cannot hang us either."""
+    Its type is checked before anything is opened (``fsutil.read_regular``)."""
     path = entry.path
     try:
         st = os.lstat(path)
@@ -221,24 +219,17 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
         if not target.is_relative_to(root):
             raise _BadFile("symlink-escape", f"links outside the store ({target}); ignored")
     if not stat.S_ISREG(st.st_mode):
-        raise _BadFile("not-a-file", f"is {_kind(st.st_mode)}, not a regular file; ignored")
+        raise _BadFile("not-a-file", f"is {file_kind(st.st_mode)}, not a regular file; ignored")
     if known == (st.st_mtime_ns, st.st_size):
         return st, None
     if st.st_size > files.MAX_FILE_BYTES:
         raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes ({st.st_size}); ignored")
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if link else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        data = read_regular(path, limit=files.MAX_FILE_BYTES, follow=link)
+    except NotRegularFile as exc:
+        raise _BadFile("not-a-file", f"{str(exc).removeprefix(path).strip()}; ignored") from None
     except OSError as exc:
         raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _BadFile("not-a-file", f"is {_kind(st.st_mode)}, not a regular file; ignored")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(files.MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
     if len(data) > files.MAX_FILE_BYTES:
         raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes; ignored")
     if b"\0" in data:
@@ -249,14 +240,6 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise _BadFile("unreadable", f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); ignored", line) from None
-
-
-def _kind(mode: int) -> str:
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return what
-    return "a special file"
 
 
 def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_id: str | None,

@@ -221,3 +221,24 @@ def test_fact_files_are_never_group_or_world_writable(tmp_path: Path, repo: Path
     [fact] = (repo / ".pi" / "realmem").glob("*.md")
     assert stat.S_IMODE(fact.stat().st_mode) & 0o022 == 0
     assert stat.S_IMODE(fact.stat().st_mode) & 0o444 == 0o444  # still readable: it is shared through git
+
+
+@pytest.mark.parametrize("hostile", ["fifo", "loop"])
+def test_a_memory_file_swapped_for_a_fifo_or_loop_never_hangs_a_write(home: Path, repo: Path, store_dir: Path,
+                                                                      hostile: str) -> None:
+    with Realmem.open(home, repo) as app:
+        kept = add(app, "Kept memory about nginx", "nginx -t")
+        gone = add(app, "Memory whose file is swapped", "old text")
+    path = store_dir / gone.file
+    path.unlink()
+    if hostile == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(path.name)
+    for args in (["list"], ["forget", ids.short(gone.id)], ["replay", "--check"],
+                 ["add", "--caption", "Memory whose file is swapped", "--content", "new text"]):
+        out = cli(home, repo, *args)
+        assert "Traceback" not in out.stderr, (args, out.stderr)
+    with Realmem.open(home, repo) as app:
+        assert app.memory((kept.store, kept.id)) is not None
+        assert "new text" in {m.content for m in app.memories()}

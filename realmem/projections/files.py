@@ -31,7 +31,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from realmem import ids
-from realmem.fsutil import atomic_write_text, remove_file
+from realmem.fsutil import atomic_write_text, read_regular, remove_file
 
 FRONT = "---"
 OWN_KEYS = ("id", "caption", "paths", "created", "updated")
@@ -273,9 +273,9 @@ def write(directory: Path, name: str, text: str, *, durable: bool = True) -> boo
     path = directory / name
     data = text.encode("utf-8")
     try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
+        if path.stat().st_size == len(data) and read_regular(path) == data:
             return False
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    except OSError:  # missing, a symlink loop, a FIFO: replaced by the fact file
         pass
     atomic_write_text(path, text, durable=durable)
     return True

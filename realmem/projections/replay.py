@@ -21,6 +21,7 @@ import attrs
 from realmem import db
 from realmem.events import store as log
 from realmem.events.types import Key
+from realmem.fsutil import read_regular
 from realmem.projections import files, index, tables
 from realmem.projections.state import Memory, State, apply
 
@@ -168,7 +169,7 @@ def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
             continue
         path = app.store_dir(mem.store) / mem.file
         try:
-            on_disk = path.read_text(encoding="utf-8")
+            on_disk = read_regular(path).decode("utf-8")
         except (OSError, UnicodeDecodeError):
             diffs.append(f"file missing: {path}")
             continue
