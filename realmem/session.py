@@ -35,7 +35,13 @@ def start(app: Realmem) -> dict[str, Any]:
     if queued:
         notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
                      "(retried automatically; /realmem retry).")
-    problems = app.conn.execute("SELECT count(*) FROM problems").fetchone()[0]
+    refused = [m for (m,) in app.conn.execute(
+        "SELECT message FROM problems WHERE problem='store-escape' AND store IN "
+        f"({','.join('?' * len(app.visible_stores()))})", app.visible_stores())]
+    if refused:  # a planted symlink: say what and why, not just "could not be read"
+        notes.extend(m[0].upper() + m[1:] + "." for m in refused)
+        level = "warning"
+    problems = app.conn.execute("SELECT count(*) FROM problems WHERE problem!='store-escape'").fetchone()[0]
     if problems:
         notes.append(f"{count(problems, 'fact file')} could not be read (/realmem status).")
         level = "warning"

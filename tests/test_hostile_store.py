@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from realmem import ids, memories
+from realmem import ids, memories, session
 from realmem.app import Realmem, RealmemError
 from realmem.projections import files, replay
 
@@ -91,7 +91,9 @@ def test_hostile_files_are_reported_and_never_stop_anything(home: Path, repo: Pa
     assert stat.S_ISFIFO(os.lstat(store_dir / "x.md").st_mode)  # never replaced or opened for writing
 
 
-def test_a_symlinked_shared_store_is_refused(home: Path, repo: Path, tmp_path: Path) -> None:
+def test_a_symlinked_shared_store_is_refused(home: Path, repo: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     planted = outside / "planted.md"
@@ -110,6 +112,8 @@ def test_a_symlinked_shared_store_is_refused(home: Path, repo: Path, tmp_path: P
         assert problems(app)[""][0] == "store-escape"
         with pytest.raises(RealmemError, match="resolves outside"):
             memories.place(app, "shared", None)
+        started = session.start(app)
+        assert started["level"] == "warning" and "resolves outside" in started["notification"]
         m = add(app, "Personal facts still work", "yes", scope="personal")  # other stores are untouched
         assert app.memory((m.store, m.id)) is not None
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before  # nothing read in, nothing written
