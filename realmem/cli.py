@@ -40,6 +40,8 @@ class Ctx:
 
     def app(self, *, scan: bool = True) -> Realmem:
         if self._app is None:
+            if self.cwd is not None and not Path(self.cwd).is_dir():  # never invent a project there
+                _fail(f"--cwd {self.cwd} is not an existing directory", 2)
             self._app = Realmem.open(self.home, self.cwd, scan=scan)
         return self._app
 

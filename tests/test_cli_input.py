@@ -55,3 +55,10 @@ def test_a_nul_in_caption_or_content_is_a_usage_error(home: Path, repo: Path, co
 def test_good_unicode_arguments_still_work(home: Path, repo: Path) -> None:
     out = run(home, repo, "add", "--caption", "Déploiement: 先に staging", "--content", "naïve ✓")
     assert out.returncode == 0, out.stderr
+
+
+def test_a_missing_cwd_is_a_usage_error_and_creates_nothing(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir"
+    out = run(home, missing, "add", "--caption", "A fact", "--content", "x")
+    assert out.returncode == 2 and b"not an existing directory" in out.stderr
+    assert not (tmp_path / "no").exists()
