@@ -143,6 +143,8 @@ def check(key: str, value: Any) -> Any:
         ok = isinstance(value, bool)
         want = "true or false"
     elif isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # 254.0 from a JSON writer that knows only numbers
         ok = isinstance(value, int) and not isinstance(value, bool)
         want = "a whole number"
     elif isinstance(default, float):

@@ -3,7 +3,7 @@
 Hypothesis writes request lines of every shape (wrong types, deep nesting, huge strings,
 lone surrogates, NULs, bad ids and tokens, garbage) into one long-lived `realmem rpc` child.
 After each line the child must still answer: the line itself when it carries an id, and a
-`hello` on the main thread and a `list` on the slow-method thread.  Timeouts are hang
+`hello` on the main thread and a `recall` on the slow-method thread.  Timeouts are hang
 guards only.
 """
 
@@ -76,7 +76,8 @@ class Probe:
         """Both serving threads still answer."""
         self.n += 1
         assert self.c.call("hello")["pid"] == self.c.proc.pid
-        assert "items" in self.c.call("list", {"cwd": str(self.c.home.parent / "repo")})["details"]
+        # recall is served on the slow-method thread
+        assert "items" in self.c.call("recall", {"cwd": str(self.c.home.parent / "repo"), "queries": ["x"]})["details"]
 
     def id_less_errors(self) -> int:
         with self.c.cond:
