@@ -91,6 +91,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         logger.warning("store unreadable", store=store, error=message)
         return events, new_stats
     root = Path(os.path.realpath(d))
+    names = {e.name for e in entries}
 
     def problem(name: str, kind: str, message: str, line: int | None, digest: str) -> None:
         if problems.get(name) != digest:
@@ -121,7 +122,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         try:
             parsed = files.parse(text)
             if parsed.id is None:
-                parsed_id, notice = _identify(app, store, name, parsed, mem_id, seen_ids)
+                parsed_id, notice = _identify(app, store, name, parsed, mem_id, seen_ids, names)
                 if notice is not None:
                     notices.append(ev.FileProblem(store, name, "re-identified", notice, None, _digest(text)))
                     logger.warning("fact file re-identified", store=store, file=name)
@@ -177,7 +178,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             events.append(ev.FileObserved(store, mem_id, "deleted"))
             if name not in fine:  # else another memory now lives in that file
                 new_stats[name] = None
-    present = {e.name for e in entries}
+    present = names
     handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
     handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
     handled.update(known[e.id][0] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
@@ -243,13 +244,20 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
 
 
 def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_id: str | None,
-              seen_ids: dict[str, str]) -> tuple[str, str | None]:
+              seen_ids: dict[str, str], present: set[str]) -> tuple[str, str | None]:
     """The id of a fact file without one, and a notice when the user should be told.
 
     A hand-written fact simply gets a new id.  When the file held a memory (its id line was
     deleted), that memory keeps its identity if the fact is the same (caption and content);
-    otherwise it becomes a new memory and the user is told plainly."""
-    if old_id is None or old_id in seen_ids:
+    otherwise it becomes a new memory and the user is told plainly.  A file renamed as well
+    keeps the identity of the memory with the same fact whose file is gone."""
+    if old_id is None:  # renamed as well?  The same fact whose own file is gone is that memory
+        h = files.content_hash(parsed.caption, parsed.content)
+        for mem_id, file in app.conn.execute("SELECT id, file FROM memories WHERE store=? AND hash=?", (store, h)):
+            if mem_id not in seen_ids and file not in present:
+                return mem_id, None
+        return ids.new_id(), None
+    if old_id in seen_ids:
         return ids.new_id(), None
     old = app.memory((store, old_id))
     if old is not None and (old.caption, old.content) == (parsed.caption, parsed.content):

@@ -246,3 +246,17 @@ def test_a_memory_file_swapped_for_a_fifo_or_loop_never_hangs_a_write(home: Path
     with Realmem.open(home, repo) as app:
         assert app.memory((kept.store, kept.id)) is not None
         assert "new text" in {m.content for m in app.memories()}
+
+
+def test_a_renamed_fact_without_its_id_line_keeps_the_identity(home: Path, repo: Path, store_dir: Path) -> None:
+    with Realmem.open(home, repo) as app:
+        m = add(app, "Postgres listens on 5433 here", "not 5432")
+    text = "".join(ln for ln in m.text.splitlines(keepends=True) if not ln.startswith("id:"))
+    (store_dir / m.file).unlink()
+    (store_dir / "db-port.md").write_text(text, encoding="utf-8")
+    with Realmem.open(home, repo) as app:
+        [now] = app.memories()
+        assert now.id == m.id and now.file == "db-port.md"
+        assert files.parse((store_dir / "db-port.md").read_text(encoding="utf-8")).id == m.id
+        assert not (store_dir / m.file).exists()
+        assert replay.check(app).differences == []
