@@ -178,13 +178,12 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             events.append(ev.FileObserved(store, mem_id, "deleted"))
             if name not in fine:  # else another memory now lives in that file
                 new_stats[name] = None
-    present = names
     handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
     handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
     handled.update(known[e.id][0] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
     for name in problems:
         told = kinds.get(name) == "re-identified" and name in unchanged  # stays until the file changes
-        if name not in handled and (name not in present or name in fine) and not told:
+        if name not in handled and (name not in names or name in fine) and not told:
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     events.extend(notices)
     return events, new_stats
