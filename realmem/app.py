@@ -215,6 +215,7 @@ class Realmem:
             return []
         if all(isinstance(e, TABLE_ONLY) for e in events):
             return self._append_and_apply(events)[0]
+        self._refuse_escaped(events)
         timeout = self.config["gate.lockWaitSeconds"] if lock_timeout is None else lock_timeout
         with self.lock.hold(timeout):
             events = self._claim_file_names(events)
@@ -222,6 +223,16 @@ class Realmem:
             self._apply_files(before, after, keys)
             self._set_state("files", envs[-1].seq)
         return envs
+
+    def _refuse_escaped(self, events: list[ev.Event]) -> None:
+        """No change to a memory of a refused store (``store_escape``): its file could not be
+        written, so the change would be undone by the next scan once the store is fixed."""
+        for e in events:
+            if isinstance(e, TABLE_ONLY):
+                continue
+            for store, _ in e.keys():
+                if (escape := self.store_escape(store)) is not None:
+                    raise RealmemError(escape)
 
     def _claim_file_names(self, events: list[ev.Event]) -> list[ev.Event]:
         """File names are picked before the lock is taken, so another process may have used

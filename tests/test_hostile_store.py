@@ -260,3 +260,29 @@ def test_a_renamed_fact_without_its_id_line_keeps_the_identity(home: Path, repo:
         assert files.parse((store_dir / "db-port.md").read_text(encoding="utf-8")).id == m.id
         assert not (store_dir / m.file).exists()
         assert replay.check(app).differences == []
+
+
+def test_a_store_refused_later_keeps_its_memories_unchanged(home: Path, repo: Path, tmp_path: Path) -> None:
+    """Memories stored before the store became a symlink stay as they were: no edit, move or
+    forget can change them while their files cannot be written."""
+    with Realmem.open(home, repo) as app:
+        m = add(app, "Stored before the symlink", "original")
+    real = repo / ".pi" / "realmem"
+    moved = tmp_path / "moved-out"
+    real.rename(moved)
+    real.symlink_to(moved)
+    with Realmem.open(home, repo) as app:
+        assert app.memory((m.store, m.id)).content == "original"
+        for change in (lambda: memories.edit(app, (m.store, m.id), content="changed"),
+                       lambda: memories.forget(app, [(m.store, m.id)]),
+                       lambda: memories.move(app, (m.store, m.id), app.project.personal_store)):
+            with pytest.raises(RealmemError, match="resolves outside"):
+                change()
+        assert app.memory((m.store, m.id)).content == "original"
+    assert (moved / m.file).read_text(encoding="utf-8") == m.text
+    real.unlink()
+    moved.rename(real)  # fixed: everything is as it was
+    with Realmem.open(home, repo) as app:
+        assert app.memory((m.store, m.id)).content == "original"
+        assert problems(app) == {}
+        assert replay.check(app).differences == []
