@@ -79,7 +79,14 @@ def private_dir(directory: Path) -> None:
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:
-        _tighten(directory, 0o700)
+        # REALMEM_HOME=/tmp (sticky) or ~ itself must never be chmod-ed under everyone else.
+        try:
+            shared = directory.stat().st_mode & stat.S_ISVTX or directory.resolve() in (Path.home().resolve(),
+                                                                                        Path("/"))
+        except OSError:
+            return
+        if not shared:
+            _tighten(directory, 0o700)
 
 
 def private_file(path: Path) -> None:

@@ -286,3 +286,13 @@ def test_a_store_refused_later_keeps_its_memories_unchanged(home: Path, repo: Pa
         assert app.memory((m.store, m.id)).content == "original"
         assert problems(app) == {}
         assert replay.check(app).differences == []
+
+
+def test_a_sticky_shared_home_is_never_chmod_ed(tmp_path: Path, repo: Path) -> None:
+    shared = tmp_path / "like-tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    with Realmem.open(shared, repo):
+        pass
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    assert stat.S_IMODE((shared / "realmem.sqlite").stat().st_mode) == 0o600
