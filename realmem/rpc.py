@@ -101,20 +101,22 @@ def _type_error(kind: str, value: Any) -> str | None:
     raise AssertionError(kind)
 
 
-def _has_surrogate(value: Any, depth: int = 0) -> bool:
-    """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if depth > 64:
-        return False
-    if isinstance(value, dict):
-        return any(_has_surrogate(k, depth + 1) or _has_surrogate(v, depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_surrogate(v, depth + 1) for v in value)
+def _has_surrogate(value: Any) -> bool:
+    """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back.
+    Walked with a stack, not recursion: params may nest as deep as the parser allowed."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
     return False
 
 
