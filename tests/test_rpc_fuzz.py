@@ -125,6 +125,10 @@ def test_the_reported_killers(spawn: Any, repo: Path, home: Path) -> None:  # no
     assert c.call("hello")
     nulls = [json.loads(line) for line in c.raw if json.loads(line).get("id") is None]
     assert len(nulls) == 3 and all(m["error"]["code"] == -32700 for m in nulls)
+    # nesting the parser does accept reaches the methods, which must cope with it
+    nested = json.loads("[" * 800 + '"src/app.py"' + "]" * 800)
+    assert c.call("path_notes", {"cwd": str(repo), "tool_name": "read", "input": {"path": nested}})["text"] is None
+    assert c.call("recall", {"cwd": str(repo), "queries": ["x"], "extra": nested})["details"]["total"] == 0
 
     missing = repo.parent / "gone" / "deeper"
     err = c.error("remember", {"cwd": str(missing), "caption": "Fact", "content": "text"})
