@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from realmem.projections.state import SMALL_TABLES, Memory, State, apply
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 
 logger = structlog.get_logger("realmem")
+
+ESCAPE_MEMO_SECONDS = 1.0  # a symlink swapped under a running process is noticed this soon
 
 # Events that never change a memory's text or location: they only touch tables, so they need
 # the SQLite write transaction but not the lease lock that orders fact-file writes.  Queue
@@ -53,6 +56,7 @@ class Realmem:
         self.project: Project | None = detect(self.cwd)
         self.store_dirs: dict[str, Path] = {}
         self.store_roots: dict[str, Path | None] = {}  # a project store's project root
+        self._escapes: dict[str, tuple[float, str | None]] = {}  # store -> (when checked, store_escape)
 
     # --- opening ------------------------------------------------------------------------
 
@@ -113,6 +117,7 @@ class Realmem:
         rows = self.conn.execute("SELECT store, dir, root FROM stores").fetchall()
         self.store_dirs = {store: Path(d) for store, d, _ in rows}
         self.store_roots = {store: Path(root) if root else None for store, _, root in rows}
+        self._escapes.clear()
 
     # --- views ---------------------------------------------------------------------------
 
@@ -165,14 +170,18 @@ class Realmem:
         ``.pi/realmem`` pointing anywhere, and nothing may be imported from or written there."""
         if not self._has_store(store):
             return None
+        now = time.monotonic()
+        memo = self._escapes.get(store)
+        if memo is not None and now - memo[0] < ESCAPE_MEMO_SECONDS:  # replay asks once per memory
+            return memo[1]
         d = self.store_dirs[store]
         root = self.store_roots.get(store) if store_kind(store) == "shared" else self.home
-        if root is None:
-            return None
-        real, real_root = Path(os.path.realpath(d)), Path(os.path.realpath(root))
-        if real.is_relative_to(real_root):
-            return None
-        return f"the {store_kind(store)} store {d} resolves outside {root} (to {real}); refused: nothing there is read or written"
+        real = Path(os.path.realpath(d))
+        why = None
+        if root is not None and not real.is_relative_to(os.path.realpath(root)):
+            why = f"the {store_kind(store)} store {d} resolves outside {root} (to {real}); refused: nothing there is read or written"
+        self._escapes[store] = (now, why)
+        return why
 
     def memory(self, key: Key) -> Memory | None:
         row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
