@@ -176,9 +176,15 @@ class Realmem:
             return memo[1]
         d = self.store_dirs[store]
         root = self.store_roots.get(store) if store_kind(store) == "shared" else self.home
-        real = Path(os.path.realpath(d))
         why = None
-        if root is not None and not real.is_relative_to(os.path.realpath(root)):
+        try:
+            real = Path(os.path.realpath(d, strict=True))
+        except FileNotFoundError:  # not made yet: where it would be made
+            real = Path(os.path.realpath(d))
+        except OSError as exc:  # a symlink loop: it resolves nowhere
+            real = None
+            why = f"the {store_kind(store)} store {d} cannot be resolved ({exc.strerror}); refused: nothing there is read or written"
+        if real is not None and root is not None and not real.is_relative_to(os.path.realpath(root)):
             why = f"the {store_kind(store)} store {d} resolves outside {root} (to {real}); refused: nothing there is read or written"
         self._escapes[store] = (now, why)
         return why

@@ -296,3 +296,15 @@ def test_a_sticky_shared_home_is_never_chmod_ed(tmp_path: Path, repo: Path) -> N
         pass
     assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
     assert stat.S_IMODE((shared / "realmem.sqlite").stat().st_mode) == 0o600
+
+
+def test_a_store_directory_that_is_a_symlink_loop_is_reported(home: Path, repo: Path) -> None:
+    (repo / ".pi").mkdir()
+    (repo / ".pi" / "realmem").symlink_to("realmem")
+    for args in (["status"], ["list"], ["add", "--scope", "personal", "--caption", "Still works", "--content", "x"]):
+        out = cli(home, repo, *args)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr)
+    out = cli(home, repo, "add", "--caption", "Shared", "--content", "x")
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "cannot be resolved" in out.stderr
+    with Realmem.open(home, repo) as app:
+        assert problems(app)[""][0] == "store-escape" and "cannot be resolved" in problems(app)[""][2]
