@@ -47,16 +47,18 @@ class FakeEmbeddings(FakeServer):
         self.dims = dims
         self.reverse = reverse  # answer data items in reverse order, to prove clients sort by index
         self._overrides: dict[str, list[float]] = {}
-        self._odd_dims: list[int] = []  # dimensions of the next replies of a misbehaving endpoint
+        # Dimensions of the next replies of a misbehaving endpoint (also ``configure(odd_dims=[..])``
+        # over /_control/configure for a fake in another process).
+        self.odd_dims: list[int] = []
 
     def odd_next(self, dims: int, n: int = 1) -> None:
         """Answer the next ``n`` embeddings requests with ``dims``-dimensional vectors, as an
         endpoint does mid-deploy or behind a misrouted load balancer."""
         with self._lock:
-            self._odd_dims.extend([dims] * n)
+            self.odd_dims.extend([dims] * n)
 
     def settable(self) -> set[str]:
-        return super().settable() | {"models", "dims", "reverse"}
+        return super().settable() | {"models", "dims", "reverse", "odd_dims"}
 
     def script(self, payload: Any) -> None:
         """``{exact input string: vector}``: that input always gets that vector."""
@@ -70,7 +72,7 @@ class FakeEmbeddings(FakeServer):
 
     def _reset_script(self) -> None:
         self._overrides.clear()
-        self._odd_dims.clear()
+        self.odd_dims = []
 
     def handle(self, method: str, path: str, body: Any) -> Reply:
         if method == "GET" and path == "/v1/models":
@@ -88,7 +90,7 @@ class FakeEmbeddings(FakeServer):
             if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) for t in inputs):
                 return _invalid("input must be a string or a non-empty list of strings")
             with self._lock:
-                dims = self._odd_dims.pop(0) if self._odd_dims else self.dims
+                dims = self.odd_dims.pop(0) if self.odd_dims else self.dims
                 vectors = [self._overrides.get(t) or fake_embedding(t, dims) for t in inputs]
             data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
             if self.reverse:
