@@ -254,16 +254,16 @@ class Config:
         """(key, display value, source) for every known key; keys are masked."""
         out = []
         for key in DEFAULTS:
-            try:
-                value = self.get(key)
-            except ConfigError:  # shown as stored, so the user can see what to fix
-                raw = os.environ.get(env_name(key), self._file.get(key))
-                out.append((key, mask_secret(str(raw)) if key in SECRET_KEYS else raw, "invalid"))
-                continue
+            value = self.get(key)
             if key in SECRET_KEYS and value:
                 value = mask_secret(str(value))
             out.append((key, value, self.source(key)))
         return out
+
+    def raw(self, key: str) -> Any:
+        """The value as stored (environment, else config.json), unchecked: for showing a
+        mistyped setting so the user can see what to fix."""
+        return os.environ.get(env_name(key), self._file.get(key))
 
 
 def mask_secret(value: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.clients.models import list_models, pick_model
-from realmem.config import DEFAULTS, SECRET_KEYS, Config, env_name, mask_secret, secret_var
+from realmem.config import DEFAULTS, SECRET_KEYS, Config, ConfigError, env_name, mask_secret, secret_var
 from realmem.jobs.rewrite import bridge
 
 ENDPOINTS = ("semif", "embedding", "rewriter")
@@ -117,12 +117,17 @@ def describe(cfg: Config) -> list[dict[str, Any]]:
     out = []
     for key, default in DEFAULTS.items():
         group, description = SCHEMA.get(key, ("Advanced", ""))
-        value = cfg.get(key)
-        problem = key_problem(str(value)) if key in SECRET_KEYS and value else None
+        source = cfg.source(key)
+        try:
+            value = cfg.get(key)
+            problem = key_problem(str(value)) if key in SECRET_KEYS and value else None
+        except ConfigError as exc:  # a mistyped value: shown as stored, so it can be fixed here
+            value, source, problem = cfg.raw(key), "invalid", str(exc)
+        is_default = value == default
         if key in SECRET_KEYS and value:
             value = mask_secret(str(value))
-        out.append({"key": key, "value": value, "source": cfg.source(key), "group": group,
-                    "description": description, "default": default, "is_default": cfg.get(key) == default,
+        out.append({"key": key, "value": value, "source": source, "group": group,
+                    "description": description, "default": default, "is_default": is_default,
                     "env": env_name(key), "problem": problem})
     return sorted(out, key=lambda item: GROUPS.index(item["group"]))
 
