@@ -53,6 +53,13 @@ def validate(caption: str, content: str) -> tuple[str, str]:
         raise RealmemError("caption is empty: give a one-line summary of the fact")
     if not content:
         raise RealmemError("content is empty: give the fact itself")
+    for name, text in (("caption", caption), ("content", content)):  # any entry point: CLI, rpc, MCP, worker
+        if "\x00" in text:
+            raise RealmemError(f"{name} contains a NUL character")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RealmemError(f"{name} holds a lone surrogate, which is not valid Unicode") from None
     if len(caption) > MAX_CAPTION:
         raise RealmemError(f"caption is {len(caption)} characters; keep it under {MAX_CAPTION}")
     if len(content) > MAX_CONTENT:

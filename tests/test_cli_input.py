@@ -62,3 +62,14 @@ def test_a_missing_cwd_is_a_usage_error_and_creates_nothing(home: Path, tmp_path
     out = run(home, missing, "add", "--caption", "A fact", "--content", "x")
     assert out.returncode == 2 and b"not an existing directory" in out.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_the_core_refuses_nul_and_lone_surrogates_from_any_entry_point(home: Path, repo: Path) -> None:
+    from realmem import memories
+    from realmem.app import Realmem, RealmemError
+    with Realmem.open(home, repo) as app:
+        store, stored = memories.place(app, "shared", None)
+        for caption, content in (("a\x00b", "x"), ("ok", "x\x00y"), ("lone \ud800", "x"), ("ok", "\udfff")):
+            with pytest.raises(RealmemError, match="NUL|surrogate"):
+                memories.add(app, caption, content, store=store, stored_paths=stored, source="add")
+        assert app.memories() == []
