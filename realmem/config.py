@@ -52,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "pathNotes.maxFull": 2,
     "pathNotes.maxCaptions": 6,
     "pathNotes.charBudget": 2400,
+    "freshness.enabled": True,        # flag memories whose paths changed in git after `updated`
     # Recall and listing.
     "recall.pageSize": 8,
     "list.pageSize": 30,

@@ -71,6 +71,11 @@ def _has_glob(pattern: str) -> bool:
     return any(_is_glob_segment(s) for s in pattern.split("/"))
 
 
+def has_glob(pattern: str) -> bool:
+    """Whether the pattern holds a glob segment (``*``, ``?``, ``[...]``, ``**``)."""
+    return _has_glob(pattern)
+
+
 def _segments(abs_pattern: str) -> list[str]:
     return [s for s in abs_pattern.split("/") if s]
 

@@ -1,0 +1,360 @@
+"""Freshness: whether the code a memory is about changed after the memory was last written.
+
+A memory whose specific paths were touched by commits after its ``updated`` time carries a
+flag ("src/db changed in 7 commits since 2026-09-27; verify before relying on it") wherever
+the agent sees it.  Project-wide facts (``.``, ``~``) are never flagged.
+
+The path-note hook runs after every tool call, so git is asked once per HEAD, not per memory:
+one ``git log --name-only`` is read into a map from every touched file and every directory
+above it to the commits that touched it.  A memory's answer is then a few dict lookups (a glob
+scans the touched files once per HEAD).  The map lives in the process (the rpc child keeps it
+warm), keyed by the repository's HEAD, which is read from ``.git`` files without spawning git.
+A new HEAD that descends from the old one only reads the new commits.
+
+A commit that also carries the memory's own fact file is the commit that recorded the fact
+with the code it describes, so it does not make the fact stale.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+import structlog
+
+from realmem import memories, paths
+from realmem.app import Realmem
+from realmem.events.types import Key
+from realmem.project import GLOBAL, _git, _git_env
+from realmem.projections.state import Memory
+
+logger = structlog.get_logger("realmem.freshness")
+
+WHOLE = {".", "~"}
+MAX_COMMITS = 20_000  # a history scan reads at most this many commits; counts above it say "N+"
+GIT_TIMEOUT = 30.0
+
+
+@attrs.frozen
+class Stale:
+    """Commits after a memory's ``updated`` time that touched its paths."""
+
+    paths: tuple[str, ...]  # the memory's own paths (its store's frame) that those commits touched
+    commits: int
+    since: str  # the memory's ``updated`` date, YYYY-MM-DD
+    at_least: bool = False  # the scan stopped at MAX_COMMITS: there may be more
+
+    def text(self) -> str:
+        n = f"{self.commits}{'+' if self.at_least else ''}"
+        return (f"{', '.join(self.paths)} changed in {n} commit{'' if self.commits == 1 else 's'} "
+                f"since {self.since}; verify before relying on it")
+
+    def to_json(self) -> dict[str, object]:
+        return {"paths": list(self.paths), "commits": self.commits, "since": self.since, "at_least": self.at_least,
+                "text": self.text()}
+
+
+@attrs.frozen
+class Subject:
+    """What freshness needs of a memory (path notes keep these, not whole memories)."""
+
+    key: Key
+    paths: tuple[str, ...]  # its specific paths, in its store's frame
+    updated: str
+    file: str
+
+    @classmethod
+    def of(cls, m: Memory) -> "Subject":
+        return cls((m.store, m.id), tuple(p for p in m.paths if p not in WHOLE), m.updated, m.file)
+
+
+def epoch(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError):
+        return None
+
+
+# --- reading HEAD without spawning git ---------------------------------------------------------
+
+
+@attrs.define
+class _GitDirs:
+    gitdir: Path  # this worktree's git dir (HEAD lives here)
+    common: Path  # the shared git dir (refs, packed-refs)
+    # Reftable repositories keep refs in binary tables: git answers, once per change of the table list.
+    reftable_stamp: tuple[str, int] | None = None
+    reftable_head: str | None = None
+
+
+def _git_dirs(root: Path) -> _GitDirs | None:
+    dot = root / ".git"
+    try:
+        if dot.is_dir():
+            gitdir = dot
+        else:  # a linked worktree or submodule: "gitdir: <path>"
+            text = dot.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            gitdir = (root / text[len("gitdir:"):].strip()).resolve()
+        common = gitdir
+        commondir = gitdir / "commondir"
+        if commondir.is_file():
+            common = (gitdir / commondir.read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        return None
+    return _GitDirs(gitdir, common)
+
+
+def _packed_ref(common: Path, ref: str) -> str | None:
+    try:
+        with open(common / "packed-refs", encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.rstrip("\n").partition(" ")
+                if name == ref:
+                    return sha
+    except OSError:
+        return None
+    return None
+
+
+def read_head(root: Path, dirs: _GitDirs | None) -> str | None:
+    """The commit HEAD points at, read from files (tens of µs, no process); None before the
+    first commit."""
+    if dirs is None:
+        return _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    try:
+        head = (dirs.gitdir / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head[4:].strip()
+    for base in (dirs.gitdir, dirs.common):
+        try:
+            value = (base / ref).read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if value and not value.startswith("ref:"):
+            return value
+    packed = _packed_ref(dirs.common, ref)
+    if packed is not None:
+        return packed
+    try:
+        stamp = (head, (dirs.common / "reftable" / "tables.list").stat().st_mtime_ns)
+    except OSError:
+        return None  # files refs and the branch has no commit yet
+    if stamp != dirs.reftable_stamp:
+        dirs.reftable_stamp, dirs.reftable_head = stamp, _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    return dirs.reftable_head
+
+
+# --- one repository's history at one HEAD -------------------------------------------------------
+
+
+class History:
+    """Commits of a repository reachable from ``head`` and not older than ``since``: for every
+    touched file and every directory above it (absolute), the indexes of the commits that
+    touched it."""
+
+    def __init__(self, root: Path, head: str, since: float | None) -> None:
+        self.root = root
+        self.head = head
+        self.since = since  # None: read to the root commit (or MAX_COMMITS)
+        self.times: list[float] = []
+        self.hashes: dict[str, int] = {}
+        self.touch: dict[str, list[int]] = {}
+        self.files: dict[str, None] = {}
+        self.capped = False
+        self.results: dict[tuple[Key, str, tuple[str, ...]], Stale | None] = {}
+        self.globs: dict[str, list[int]] = {}
+
+    def covers(self, t: float) -> bool:
+        return self.capped or self.since is None or t >= self.since
+
+    def read(self, rev_range: list[str], since: float | None) -> list[tuple[str, list[str]]] | None:
+        """Commits of ``git log`` as (hash, parents) in log order, recorded into the maps."""
+        args = ["git", "log", "-z", "--no-renames", "--name-only", "--format=%x1e%H %P %ct", f"-n{MAX_COMMITS}"]
+        if since is not None:
+            # A day of slack: --since stops at the first older commit, and clocks disagree.
+            args.append(f"--since={int(since) - 86400}")
+        try:
+            out = subprocess.run([*args, *rev_range, "--"], cwd=self.root, capture_output=True, timeout=GIT_TIMEOUT,
+                                 env=_git_env())
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            logger.warning("freshness.git_log_failed", root=str(self.root), error=type(exc).__name__)
+            return None
+        if out.returncode != 0:
+            logger.warning("freshness.git_log_failed", root=str(self.root), code=out.returncode)
+            return None
+        text = out.stdout.decode("utf-8", "surrogateescape")
+        records = [r for r in text.split("\x1e") if r]
+        if len(records) >= MAX_COMMITS:
+            self.capped = True
+        listed: list[tuple[str, list[str]]] = []
+        base = str(self.root).rstrip("/")
+        for rec in records:
+            header, _, rest = rec.partition("\0")
+            fields = header.split()
+            if len(fields) < 2:
+                continue
+            sha, ct, parents = fields[0], fields[-1], fields[1:-1]
+            listed.append((sha, parents))
+            if sha in self.hashes:
+                continue
+            idx = len(self.times)
+            self.hashes[sha] = idx
+            self.times.append(float(ct))
+            marked: set[str] = set()
+            for rel in rest.lstrip("\n").split("\0"):
+                rel = rel.strip("\n")
+                if not rel:
+                    continue
+                path = f"{base}/{rel}"
+                self.files[path] = None
+                while path not in marked and len(path) > len(base):
+                    marked.add(path)
+                    self.touch.setdefault(path, []).append(idx)
+                    path = path[: path.rfind("/")]
+        return listed
+
+    def advance(self, new_head: str) -> bool:
+        """Move to a HEAD that descends from this one, reading only the new commits; False
+        when it does not descend (rebase, amend, checkout of another branch)."""
+        listed = self.read([f"{self.head}..{new_head}"], None)
+        if listed is None or (listed and not any(self.head in parents for _, parents in listed)):
+            return False
+        self.head = new_head
+        self.results.clear()
+        self.globs.clear()
+        return True
+
+    def commits_for(self, pattern: str) -> list[int]:
+        if not paths.has_glob(pattern):
+            return self.touch.get(pattern, [])
+        hits = self.globs.get(pattern)
+        if hits is None:
+            found: dict[int, None] = {}
+            for f in self.files:
+                if paths.matches(pattern, f):
+                    found.update(dict.fromkeys(self.touch[f]))
+            hits = self.globs[pattern] = list(found)
+        return hits
+
+    def stale(self, s: Subject, patterns: list[tuple[str, str]], own_file: str | None) -> Stale | None:
+        """``patterns``: (stored path, absolute pattern) pairs of the memory's specific paths."""
+        cache_key = (s.key, s.updated, s.paths)
+        if cache_key in self.results:
+            return self.results[cache_key]
+        result = None
+        updated = epoch(s.updated)
+        if updated is not None:
+            own = set(self.touch.get(own_file, ())) if own_file else set()
+            changed: list[str] = []
+            commits: set[int] = set()
+            for stored, pattern in patterns:
+                hits = {c for c in self.commits_for(pattern) if self.times[c] > updated and c not in own}
+                if hits:
+                    changed.append(stored)
+                    commits |= hits
+            if commits:
+                result = Stale(tuple(changed), len(commits), s.updated[:10], self.capped)
+        self.results[cache_key] = result
+        return result
+
+
+# --- the per-process cache -------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_histories: dict[str, History] = {}
+_dirs: dict[str, _GitDirs | None] = {}
+
+
+def _history(app: Realmem, needed_since: float) -> History | None:
+    """The history of the app's repository at its current HEAD, reaching back to
+    ``needed_since`` (read or brought up to date under a lock; the rpc child serves two threads)."""
+    p = app.project
+    if p is None or not p.is_git:
+        return None
+    key = str(p.root)
+    with _lock:
+        if key not in _dirs:
+            _dirs[key] = _git_dirs(p.root)
+        head = read_head(p.root, _dirs[key])
+        if head is None:
+            return None
+        h = _histories.get(key)
+        if h is not None and h.head != head and h.covers(needed_since) and not h.advance(head):
+            h = None
+        if h is not None and h.head == head and h.covers(needed_since):
+            return h
+        since = min(needed_since, _oldest_update(app))
+        h = History(p.root, head, since)
+        if h.read([head], since) is None:
+            return None
+        _histories[key] = h
+        return h
+
+
+def _oldest_update(app: Realmem) -> float:
+    """The oldest ``updated`` of the visible path-scoped memories: one history read then serves
+    every memory, not just the few the first caller asked about."""
+    times = [epoch(m.updated) for m in app.memories() if any(p not in WHOLE for p in m.paths)]
+    return min((t for t in times if t is not None), default=float("inf"))
+
+
+def enabled(app: Realmem) -> bool:
+    return bool(app.config["freshness.enabled"])
+
+
+def check(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, Stale]:
+    """The stale ones among ``items`` (memories without specific paths never are)."""
+    subjects = [i if isinstance(i, Subject) else Subject.of(i) for i in items]
+    subjects = [s for s in subjects if s.paths]
+    if not subjects or not enabled(app):
+        return {}
+    times = [t for t in (epoch(s.updated) for s in subjects) if t is not None]
+    if not times:
+        return {}
+    h = _history(app, min(times))
+    if h is None:
+        return {}
+    out: dict[Key, Stale] = {}
+    for s in subjects:
+        store = s.key[0]
+        patterns = [(stored, absolute[0]) for stored in s.paths
+                    if (absolute := memories.absolute(app, store, [stored]))]
+        own = str(app.store_dir(store) / s.file) if store != GLOBAL and s.file else None
+        found = h.stale(s, patterns, own)
+        if found is not None:
+            out[s.key] = found
+    return out
+
+
+def flag(app: Realmem, m: Memory) -> Stale | None:
+    return check(app, [m]).get((m.store, m.id))
+
+
+def flags_text(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, str]:
+    """Key -> the flag line, for renderers."""
+    return {k: s.text() for k, s in check(app, items).items()}
+
+
+def stale_memories(app: Realmem) -> list[tuple[Memory, Stale]]:
+    """Every visible stale memory, most commits first (`realmem stale`)."""
+    mems = app.memories()
+    found = check(app, mems)
+    rows = [(m, found[(m.store, m.id)]) for m in mems if (m.store, m.id) in found]
+    rows.sort(key=lambda ms: (-ms[1].commits, ms[0].caption))
+    return rows
+
+
+def forget_cache() -> None:
+    """Drop every cached history (tests that rewrite a repository's history in place)."""
+    with _lock:
+        _histories.clear()
+        _dirs.clear()
