@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from realmem import ids, memories, paths
+from realmem import freshness, ids, memories, paths
 from realmem.app import Realmem
 from realmem.judge import tier, urgency_key, urgency_scores
 from realmem.events import types as ev
@@ -65,6 +65,7 @@ class Entry:
     paths: list[str]
     store_paths: list[str]
     urgency_key: str  # what a current urgency judgement must be valid for
+    fresh: freshness.Subject
 
 
 class NoteIndex:
@@ -90,7 +91,8 @@ class NoteIndex:
                 continue
             absolute = memories.absolute_paths(app, attrs.evolve(m, paths=specific))
             k = f"{m.store}\0{m.id}"
-            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m))
+            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m),
+                                    freshness.Subject.of(m))
             self.patterns[k] = absolute
             for i, a in enumerate(absolute):
                 self.index.add(f"{k}\0{i}", a)
@@ -110,6 +112,9 @@ class NoteIndex:
 @attrs.define
 class Notes:
     text: str | None
+    # Ids done with on this branch: seen in full or as a caption, or only counted for good
+    # (Low urgency, or too big for any limit).  A High or Mid note the limits pushed into the
+    # count is not among them, so the next touch of its paths shows it.
     shown: list[str]
     touched: list[str]
 
@@ -134,25 +139,36 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     scores = urgency_scores(app, [(e.key, e.urgency_key) for e in entries])
     cfg = app.config
     max_full, max_caps, budget = int(cfg["pathNotes.maxFull"]), int(cfg["pathNotes.maxCaptions"]), int(cfg["pathNotes.charBudget"])
+    high, mid = float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"])
+    tiers = {e.key: tier(scores[e.key], high, mid) for e in entries}
+    stale = freshness.flags_text(app, [e.fresh for e in entries if tiers[e.key] != "count"])
     full: list[Entry] = []
     caps: list[Entry] = []
     counted: list[Entry] = []
+    settled: list[Entry] = []  # counted and done with: Low urgency, or too big for any limit
     spent = 0
     for e in entries:
-        t = tier(scores[e.key], float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"]))
-        block_full = _full(e)
+        t = tiers[e.key]
+        flag = stale.get(e.key)
+        block_full, block_cap = _full(e, flag), _caption(e, flag)
         if t == "full" and len(full) < max_full and spent + len(block_full) <= budget:
             full.append(e)
             spent += len(block_full)
             continue
-        if t in ("full", "caption") and len(caps) < max_caps and spent + len(_caption(e)) <= budget:
+        if t in ("full", "caption") and len(caps) < max_caps and spent + len(block_cap) <= budget:
             caps.append(e)
-            spent += len(_caption(e))
+            spent += len(block_cap)
             continue
         counted.append(e)
+        # A High or Mid note pushed out by the limits is not shown: it comes back at the next
+        # touch of its paths.  One that no limit would ever let through is done, like a Low one.
+        fits_full = t == "full" and max_full > 0 and len(block_full) <= budget
+        fits_caption = t in ("full", "caption") and max_caps > 0 and len(block_cap) <= budget
+        if not (fits_full or fits_caption):
+            settled.append(e)
     lines = ["<realmem-path-notes>"]
-    lines.extend(_full(e) for e in full)
-    lines.extend(_caption(e) for e in caps)
+    lines.extend(_full(e, stale.get(e.key)) for e in full)
+    lines.extend(_caption(e, stale.get(e.key)) for e in caps)
     if caps:
         lines.append("(read a caption's fact with realmem_recall ids=[...])")
     if counted:
@@ -164,15 +180,16 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     shown_now = full + caps
     if record and shown_now:
         app.emit([ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)])
-    return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *counted)], touched)
+    return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
 
 
-def _full(e: Entry) -> str:
-    return f"[{ids.short(e.key[1])}] {e.caption} ({', '.join(e.store_paths)})\n{e.content}\n"
+def _full(e: Entry, flag: str | None = None) -> str:
+    return f"{_caption(e, flag)}\n{e.content}\n"
 
 
-def _caption(e: Entry) -> str:
-    return f"[{ids.short(e.key[1])}] {e.caption} ({', '.join(e.store_paths)})"
+def _caption(e: Entry, flag: str | None = None) -> str:
+    head = f"[{ids.short(e.key[1])}] {e.caption} ({', '.join(e.store_paths)})"
+    return f"{head}\n⚠ {flag}" if flag else head
 
 
 def attached_counts(app: Realmem, limit: int = 20) -> list[tuple[str, int]]:

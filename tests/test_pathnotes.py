@@ -158,6 +158,7 @@ def test_max_captions_demotes_overflow_to_the_count(app: Realmem, monkeypatch: p
     assert caption_only(n, a)
     assert b.caption not in text and c.caption not in text
     assert "2 more memories are attached to src/db" in text
+    assert n.shown == [sid(a)]  # the demoted High and Mid notes are not recorded as shown
 
 
 def test_char_budget_demotes_full_to_caption_then_to_count(app: Realmem, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,6 +175,79 @@ def test_char_budget_demotes_full_to_caption_then_to_count(app: Realmem, monkeyp
     monkeypatch.setenv("REALMEM_PATHNOTES_CHARBUDGET", str(cap_a + cap_b))
     n = notes(app, path="src/db/query.py")
     assert caption_only(n, a) and caption_only(n, b)
+
+
+# --- demoted notes come back ------------------------------------------------------------------
+
+def test_a_high_note_demoted_by_max_full_is_shown_at_the_next_touch(app: Realmem,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXFULL", "1")
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXCAPTIONS", "0")
+    a = add(app, "First urgent fact", "Content of the first urgent fact.", ["src/db"], urgency=1.9, used=2)
+    b = add(app, "Second urgent fact", "Content of the second urgent fact.", ["src/db"], urgency=1.9)
+    idx = NoteIndex()
+    first = notes(app, idx, path="src/db/query.py")
+    assert full_shown(first, a) and b.caption not in (first.text or "")
+    assert "1 more memory is attached to src/db" in (first.text or "")
+    assert first.shown == [sid(a)]
+    assert app.counters((b.store, b.id)) == (0, 0)  # not displayed, so not counted as injected
+    second = notes(app, idx, path="src/db/schema.sql", shown=first.shown)
+    assert full_shown(second, b) and a.caption not in (second.text or "")
+    assert second.shown == [sid(b)]
+    assert app.counters((b.store, b.id)) == (0, 1)
+    third = notes(app, idx, path="src/db", shown=first.shown + second.shown)
+    assert third.text is None
+
+
+def test_notes_pushed_out_by_max_captions_and_the_char_budget_come_back(app: Realmem,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXCAPTIONS", "1")
+    mids = [add(app, f"Mid fact {i}", f"Mid content {i}.", ["src/db"], urgency=1.0, used=9 - i) for i in range(3)]
+    shown: list[str] = []
+    for expected in mids:  # one caption per touch, most used first, until every one was seen
+        n = notes(app, path="src/db/query.py", shown=shown)
+        assert caption_only(n, expected) and n.shown == [sid(expected)]
+        shown += n.shown
+    assert notes(app, path="src/db/query.py", shown=shown).text is None
+
+    monkeypatch.delenv("REALMEM_PATHNOTES_MAXCAPTIONS")
+    long_content = "Long urgent explanation. " * 20
+    big = add(app, "Urgent and long", long_content, ["src/api"], urgency=1.9, used=5)
+    small = add(app, "Urgent and short", "Short.", ["src/api"], urgency=1.9, used=1)
+    monkeypatch.setenv("REALMEM_PATHNOTES_CHARBUDGET", str(len(pathnotes._full(_entry(app, big))) + 5))
+    first = notes(app, path="src/api/routes.py")
+    assert full_shown(first, big) and small.caption not in (first.text or "")
+    assert first.shown == [sid(big)]
+    second = notes(app, path="src/api/routes.py", shown=first.shown)
+    assert full_shown(second, small) and second.shown == [sid(small)]
+
+
+def _entry(app: Realmem, m) -> pathnotes.Entry:  # type: ignore[no-untyped-def]
+    idx = NoteIndex()
+    idx.refresh(app)
+    return idx.entries[f"{m.store}\0{m.id}"]
+
+
+def test_low_notes_are_counted_once_per_branch(app: Realmem) -> None:
+    high = add(app, "Urgent db fact", "Urgent content.", ["src/db"], urgency=1.9)
+    low = add(app, "Old db trivia", "Trivia content.", ["src/db"], urgency=0.2)
+    first = notes(app, path="src/db/query.py")
+    assert full_shown(first, high) and "1 more memory is attached to src/db" in (first.text or "")
+    assert sorted(first.shown) == sorted([sid(high), sid(low)])
+    assert notes(app, path="src/db/query.py", shown=first.shown).text is None
+    assert app.counters((low.store, low.id)) == (0, 0)
+
+
+def test_a_note_no_limit_lets_through_is_counted_once(app: Realmem, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXFULL", "0")
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXCAPTIONS", "0")
+    high = add(app, "Urgent db fact", "Urgent content.", ["src/db"], urgency=1.9)
+    first = notes(app, path="src/db/query.py")
+    assert "1 more memory is attached to src/db" in (first.text or "") and first.shown == [sid(high)]
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXCAPTIONS", "6")
+    monkeypatch.setenv("REALMEM_PATHNOTES_CHARBUDGET", "10")  # shorter than any caption
+    again = notes(app, path="src/db/query.py")
+    assert high.caption not in (again.text or "") and again.shown == [sid(high)]
 
 
 # --- shown once, triggering -----------------------------------------------------------------------
