@@ -195,16 +195,20 @@ def retry(c: Ctx) -> None:
 def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tuple[str, ...], scope: str | None,
            page: int, as_json: bool) -> None:
     """Hybrid search, ranked by path, then used, then relevance."""
+    from realmem import freshness
     from realmem import recall as r
     from realmem.render import memory_json, recall_text
     queries = [" ".join(query)] if query else []
     res = r.recall(c.app(), queries=queries, raw_paths=list(paths), id_values=list(id_values), page=page, scope=scope)
+    stale = freshness.flags_text(c.app(), [i.memory for i in res.items])
     if as_json:
         _out({"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors, "notes": res.notes,
               "message": None if res.items else r.nothing_found(res),
-              "items": [memory_json(i.memory, i.used_count) | {"path_class": i.path_class} for i in res.items]})
+              "items": [memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
+                                                               "stale": stale.get((i.memory.store, i.memory.id))}
+                        for i in res.items]})
     else:
-        click.echo(recall_text(res))
+        click.echo(recall_text(res, stale))
     if not res.items and (id_values or res.errors):
         sys.exit(1)
 
@@ -253,6 +257,8 @@ def show(c: Ctx, id_value: str, as_json: bool) -> None:
     click.echo(f"file {app.store_dir(m.store) / m.file}")
     if data["urgency"]:
         click.echo(f"urgency {data['urgency']['score']:.2f} ({data['urgency']['source']})")
+    if data["stale"]:
+        click.echo(f"⚠ {data['stale']['text']}")
     if m.quarantined:
         click.echo(f"QUARANTINED: {m.quarantined}")
     click.echo("")
@@ -575,16 +581,43 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def manage(c: Ctx, query: tuple[str, ...], semantic: bool, as_json: bool) -> None:
-    """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path)."""
+    """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path;
+    Δ changed in git since written; Q quarantined)."""
     from realmem import manage as mg
     from realmem.render import table
     items = mg.items(c.app(), query=" ".join(query) or None, semantic=semantic)
     if as_json:
         _out(items)
         return
-    rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
+    rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + (mg.STALE if r["stale"] else " ")
+             + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
              ", ".join(r["paths"]), r["used_count"], r["caption"]] for r in items]
     click.echo(table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories.")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def stale(c: Ctx, as_json: bool) -> None:
+    """Memories whose paths changed in git after their `updated` time, most commits first.
+
+    Example: realmem stale --json
+    """
+    from realmem import freshness
+    from realmem.render import memory_json, table
+    app = c.app()
+    rows = freshness.stale_memories(app)
+    if as_json:
+        _out([memory_json(m, *app.counters((m.store, m.id))) | {"stale": s.to_json()} for m, s in rows])
+        return
+    if not rows:
+        click.echo("No stale memories: no memory's paths changed in git after it was written.")
+        return
+    click.echo(table(["id", "scope", "changed", "commits", "since", "caption"],
+                     [[ids.short(m.id), m.store.split(":")[0], ", ".join(s.paths),
+                       f"{s.commits}{'+' if s.at_least else ''}", s.since, m.caption] for m, s in rows]))
+    click.echo(f"{len(rows)} stale memor{'y' if len(rows) == 1 else 'ies'}: check each against the code, "
+               "an edit (/realmem manage, e) clears the flag.")
 
 
 @cli.command()

@@ -226,7 +226,9 @@ class History:
         """Move to a HEAD that descends from this one, reading only the new commits; False
         when it does not descend (rebase, amend, checkout of another branch)."""
         listed = self.read([f"{self.head}..{new_head}"], None)
-        if listed is None or (listed and not any(self.head in parents for _, parents in listed)):
+        # The old HEAD is an ancestor exactly when it is a parent of one of the new commits;
+        # nothing listed means the new HEAD lies behind the old one (a reset).
+        if not listed or not any(self.head in parents for _, parents in listed):
             return False
         self.head = new_head
         self.results.clear()
@@ -333,6 +335,13 @@ def check(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, Stale]:
         if found is not None:
             out[s.key] = found
     return out
+
+
+def warm(app: Realmem) -> None:
+    """Read the history now (session start), so the first path note does not wait for git."""
+    oldest = _oldest_update(app)
+    if enabled(app) and oldest != float("inf"):
+        _history(app, oldest)
 
 
 def flag(app: Realmem, m: Memory) -> Stale | None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from realmem import ids, recall
+from realmem import freshness, ids, recall
 from realmem.app import Realmem
 from realmem.judge import tier, urgency_key, urgency_scores
 from realmem.pathnotes import WHOLE
 from realmem.project import store_kind
 
 GLYPHS = {"full": "●", "caption": "◐", "count": "○"}
+STALE = "Δ"  # its paths changed in git after it was written
 
 
 def glyph(score: float | None, specific: bool, high: float, mid: float) -> str:
@@ -35,6 +36,7 @@ def items(app: Realmem, *, query: str | None = None, semantic: bool = False) -> 
     counts = {(s, i): (u, n) for s, i, u, n in app.conn.execute(
         "SELECT store, id, used_count, path_inject_count FROM counters")}
     high, mid = float(app.config["pathNotes.high"]), float(app.config["pathNotes.mid"])
+    stale = freshness.flags_text(app, mems)
     out = []
     for m in mems:
         key = (m.store, m.id)
@@ -44,7 +46,7 @@ def items(app: Realmem, *, query: str | None = None, semantic: bool = False) -> 
             "id": ids.short(m.id), "caption": m.caption, "scope": store_kind(m.store), "paths": m.paths,
             "used_count": used, "path_inject_count": injected,
             "urgency": score, "glyph": glyph(score, any(p not in WHOLE for p in m.paths), high, mid),
-            "missing": key in missing, "quarantined": m.quarantined,
+            "missing": key in missing, "stale": stale.get(key), "quarantined": m.quarantined,
         })
     if not (query and semantic):
         out.sort(key=lambda r: (-r["used_count"], r["caption"]))
@@ -80,4 +82,6 @@ def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
     data["thresholds"] = {"high": high, "mid": mid}
     data["missing_paths"] = {p: s for p, s in app.conn.execute(
         "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
+    found = freshness.flag(app, m)
+    data["stale"] = found.to_json() if found else None
     return data

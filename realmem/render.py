@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from realmem import ids
+from realmem.events.types import Key
 from realmem.project import store_kind
 from realmem.projections.state import Memory
 from realmem.recall import Result, nothing_found
@@ -14,17 +17,20 @@ def where(m: Memory) -> str:
     return f"{store_kind(m.store)}" + (f" · {paths}" if paths else "")
 
 
-def memory_block(m: Memory, used: int | None = None) -> str:
+def memory_block(m: Memory, used: int | None = None, stale: str | None = None) -> str:
     meta = where(m) + (f" · used {used}" if used else "")
-    return f"[{ids.short(m.id)}] {m.caption} ({meta})\n{m.content}"
+    flag = f"⚠ {stale}\n" if stale else ""
+    return f"[{ids.short(m.id)}] {m.caption} ({meta})\n{flag}{m.content}"
 
 
-def recall_text(r: Result) -> str:
-    """Recall as the model reads it: a head with the page, one block per memory, the next page."""
+def recall_text(r: Result, stale: Mapping[Key, str] | None = None) -> str:
+    """Recall as the model reads it: a head with the page, one block per memory (with its
+    freshness flag from ``stale``, freshness.flags_text), the next page."""
     if not r.items:
         return "\n".join([nothing_found(r), *r.notes, *r.errors])
     head = f"{count(r.total, 'memory')}, page {r.page} of {r.pages}:"
-    body = "\n\n".join(memory_block(i.memory, i.used_count) for i in r.items)
+    body = "\n\n".join(memory_block(i.memory, i.used_count, (stale or {}).get((i.memory.store, i.memory.id)))
+                         for i in r.items)
     tail = [f"More: page={r.page + 1}."] if r.page < r.pages else []
     return "\n".join([*r.notes, head, "", body, *([""] + tail if tail else []), *r.errors])
 

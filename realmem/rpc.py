@@ -243,9 +243,10 @@ class Server:
                 "path_notes": {k: cfg[f"pathNotes.{k}"] for k in ("maxFull", "maxCaptions", "charBudget")}}
 
     def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import observe, session
+        from realmem import freshness, observe, session
         app = self.app(p)
         observe.scan_stores(app)
+        freshness.warm(app)  # the first path note then finds the git history read
         return session.start(app)
 
     def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +301,8 @@ class Server:
         m = app.memory(key)
         assert m is not None
         details = manage.detail(app, key)
-        return {"text": render.memory_block(m, details["used_count"]), "details": details}
+        stale = details["stale"]["text"] if details["stale"] else None
+        return {"text": render.memory_block(m, details["used_count"], stale), "details": details}
 
     def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import memories, render

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from realmem import ids, memories, recall as recall_mod, render, status as status_mod
+from realmem import freshness, ids, memories, recall as recall_mod, render, status as status_mod
 from realmem.app import Realmem, RealmemError
 from realmem.remember import remember as remember_mod
 from realmem.words import count
@@ -18,7 +18,8 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
            page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> dict[str, Any]:
     res = recall_mod.recall(app, queries=list(queries), raw_paths=list(paths), id_values=list(id_values), page=page,
                             scope=scope, recent_paths=list(recent_paths))
-    return {"text": render.recall_text(res), "details": _page(res)}
+    stale = freshness.flags_text(app, [i.memory for i in res.items])
+    return {"text": render.recall_text(res, stale), "details": _page(res)}
 
 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),

@@ -3,6 +3,7 @@
  * extension loaded by path and the real Python core (`realmem rpc`) behind it.
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -460,5 +461,106 @@ describe("consolidation cancel", { skip: !existsSync(REAL_CORE) && `${REAL_CORE}
 		assert.deepEqual(recorded.statuses.slice(cancelledAt), ["realmem consolidation: cancelling…", undefined]);
 		assert.equal(recorded.notifications.at(-1)?.message, "Consolidation: cancelled: nothing written.");
 		assert.equal((await readdir(join(env.cwd, ".pi", "realmem"))).length, before);
+	});
+});
+
+describe("path notes the limits push out", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} is not installed` }, () => {
+	let env: TestEnv;
+	let fakes: Fakes | undefined;
+	const open: PiHarness[] = [];
+	const savedBin = process.env.REALMEM_BIN;
+	const ids: Record<string, string> = {};
+
+	/** The core's command line in this test's REALMEM_HOME, with the fake judge configured. */
+	let judgeUrl = "";
+	const realmem = (...args: string[]) =>
+		execFileSync(REAL_CORE, ["--home", env.realmemHome, "--cwd", env.cwd, ...args], {
+			env: { ...process.env, REALMEM_SEMIF_URL: judgeUrl, REALMEM_WORKER_AUTOSTART: "0" },
+			encoding: "utf8",
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+
+	/** Remember a fact on src/db the way a user does (`realmem add`); the fake judge gives its path urgency. */
+	async function addNote(name: string, caption: string, content: string, urgency: number): Promise<void> {
+		const scripted = await fetch(`${judgeUrl}/_control/script`, {
+			method: "POST",
+			headers: { "content-type": "application/json" },
+			body: JSON.stringify({ path_urgency: { score: urgency } }),
+		});
+		assert.equal(scripted.status, 200);
+		const out = JSON.parse(realmem("add", "--caption", caption, "--content", content, "--scope", "shared", "--path", "src/db", "--json")) as {
+			action: string;
+			id: string;
+		};
+		assert.equal(out.action, "add", JSON.stringify(out));
+		ids[name] = out.id;
+	}
+
+	before(async () => {
+		delete process.env.REALMEM_BIN;
+		env = await createEnv({ "src/db/schema.sql": "create table t (id int);\n", "src/db/query.py": "q = 1\n" });
+		fakes = await startFakes(["semif"]);
+		judgeUrl = fakes.urls.semif;
+		// Two High notes and one Low note on src/db; one full note per tool result and no captions.
+		await addNote("first", "Schema edits need a migration", "Every change to schema.sql needs a new migration file.", 0.95);
+		await addNote("second", "Queries go through the pool helper", "Call pool() for queries; raw connections leak under load.", 0.95);
+		await addNote("low", "Origin of the module", "Written in 2019 as a port of an older Perl script.", 0.05);
+		const urgency = JSON.parse(realmem("manage", "--json")) as Array<{ id: string; glyph: string }>;
+		assert.deepEqual(urgency.map((m) => m.glyph).sort(), ["○", "●", "●"]);
+		realmem("settings", "set", "pathNotes.maxFull", "1");
+		realmem("settings", "set", "pathNotes.maxCaptions", "0");
+	});
+	afterEach(async () => {
+		while (open.length) await open.pop()?.close();
+	});
+	after(async () => {
+		await fakes?.stop();
+		if (savedBin !== undefined) process.env.REALMEM_BIN = savedBin;
+		await env.cleanup();
+	});
+
+	async function session(sessionFile?: string): Promise<PiHarness> {
+		const pi = await openPi(env, { sessionFile });
+		open.push(pi);
+		return pi;
+	}
+
+	test("a demoted High note is shown at the next touch, in the same turn and after a reload", async () => {
+		const pi = await session();
+		pi.script(["read", { path: "src/db/schema.sql" }], "read");
+		await pi.session.prompt("Look at the schema.");
+		const [first] = toolResultTexts(pi.contexts.at(-1));
+		assert.match(first, /Schema edits need a migration \(src\/db\)\nEvery change to schema\.sql needs a new migration file\./);
+		assert.doesNotMatch(first, /Queries go through the pool helper|Origin of the module/);
+		assert.match(first, /2 more memories are attached to src\/db/);
+		// Only what the model saw in full, and the Low note that is only ever counted, are recorded.
+		const shown = customEntries(pi, SHOWN) as Array<{ ids: string[] }>;
+		assert.deepEqual(shown.map((e) => [...e.ids].sort()), [[ids.first, ids.low].sort()]);
+
+		const file = pi.session.sessionFile;
+		assert.ok(file);
+		await open.pop()?.close();
+
+		// Reload: the next touch shows the demoted note, and only it (no count line any more).
+		const resumed = await session(file);
+		resumed.script(["read", { path: "src/db/query.py" }], ["read", { path: "src/db/schema.sql" }], "read both");
+		await resumed.session.prompt("Look at the queries.");
+		const [second, third] = toolResultTexts(resumed.contexts.at(-1)).slice(-2);
+		assert.match(second, /Queries go through the pool helper \(src\/db\)\nCall pool\(\) for queries; raw connections leak under load\./);
+		assert.doesNotMatch(second, /Schema edits need a migration|more memor/);
+		assert.doesNotMatch(third, /<realmem-path-notes>/);
+		const all = (customEntries(resumed, SHOWN) as Array<{ ids: string[] }>).flatMap((e) => e.ids);
+		assert.deepEqual([...all].sort(), [ids.first, ids.low, ids.second].sort());
+	});
+
+	test("within one turn, the second touch shows what the first pushed out", async () => {
+		const pi = await session();
+		pi.script(["read", { path: "src/db/schema.sql" }], ["read", { path: "src/db/query.py" }], ["read", { path: "src/db" }], "done");
+		await pi.session.prompt("Read the db module.");
+		const [first, second, third] = toolResultTexts(pi.contexts.at(-1));
+		assert.match(first, /Every change to schema\.sql needs a new migration file\./);
+		assert.match(second, /Call pool\(\) for queries; raw connections leak under load\./);
+		assert.doesNotMatch(second, /Schema edits need a migration|more memor/);
+		assert.doesNotMatch(third, /<realmem-path-notes>/);
 	});
 });

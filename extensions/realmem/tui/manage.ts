@@ -1,6 +1,6 @@
 /**
- * /realmem manage: every memory in one list (path-urgency glyph, ✗ missing path, Q quarantined,
- * scope, used, caption), filtered as you type (substring) or searched (Tab: semantic), and a
+ * /realmem manage: every memory in one list (path-urgency glyph, ✗ missing path, Δ paths changed in
+ * git since it was written, Q quarantined, scope, used, caption), filtered as you type (substring) or searched (Tab: semantic), and a
  * detail view per memory with its content and metadata. Keys in the detail view: e edit,
  * s re-scope, d delete, a approve, f apply the suggested location of a missing path, Esc back.
  *
@@ -20,7 +20,17 @@ export interface ManageItem {
 	urgency: number | null;
 	glyph: string;
 	missing: boolean;
+	/** The freshness flag: its paths changed in git after it was written (null when fresh). */
+	stale?: string | null;
 	quarantined: string | null;
+}
+
+export interface StaleInfo {
+	paths: string[];
+	commits: number;
+	since: string;
+	at_least: boolean;
+	text: string;
 }
 
 export interface UrgencyInfo {
@@ -53,6 +63,7 @@ export interface MemoryDetail {
 	urgency?: UrgencyInfo | null;
 	/** Missing path -> suggested new location (null when git knows none). */
 	missing_paths?: Record<string, string | null>;
+	stale?: StaleInfo | null;
 }
 
 const SCOPES = ["global", "shared", "personal"];
@@ -330,7 +341,7 @@ export class ManageScreen implements Screen, Focusable {
 		out.push(`${mode} ${t.fg("dim", "(tab toggles)")}`);
 		out.push(...this.filter.render(width));
 		const usedWidth = 5;
-		out.push(t.fg("dim", `  U✗Q ${cell("scope", 8)} ${"used".padStart(usedWidth)}  caption`));
+		out.push(t.fg("dim", `  U✗ΔQ ${cell("scope", 8)} ${"used".padStart(usedWidth)}  caption`));
 		if (this.loaded && !this.items.length) {
 			out.push(t.fg("muted", this.query ? "  No memory matches." : "  No memories yet."));
 		}
@@ -340,7 +351,10 @@ export class ManageScreen implements Screen, Focusable {
 			const index = start + offset;
 			const selected = index === this.selected;
 			const flags =
-				this.glyph(item.glyph) + (item.missing ? t.fg("error", "✗") : " ") + (item.quarantined ? t.fg("warning", "Q") : " ");
+				this.glyph(item.glyph) +
+				(item.missing ? t.fg("error", "✗") : " ") +
+				(item.stale ? t.fg("warning", "Δ") : " ") +
+				(item.quarantined ? t.fg("warning", "Q") : " ");
 			const caption = selected ? t.fg("accent", item.caption) : item.caption;
 			const paths = item.paths.length && !(item.paths.length === 1 && [".", "~"].includes(item.paths[0])) ? `  ${t.fg("dim", item.paths.join(", "))}` : "";
 			const row = `${selected ? t.fg("accent", "› ") : "  "}${flags} ${cell(item.scope, 8)} ${String(item.used_count).padStart(usedWidth)}  ${caption}${paths}`;
@@ -350,7 +364,7 @@ export class ManageScreen implements Screen, Focusable {
 		out.push(...this.tasks.statusLines(t, width));
 		out.push(...this.prompt.render(width));
 		out.push(t.fg("dim", "↑↓ move · enter open · type to filter · tab semantic · esc close"));
-		out.push(t.fg("dim", "● full · ◐ caption · ○ count · ? unjudged · ✗ missing path · Q quarantined"));
+		out.push(t.fg("dim", "● full · ◐ caption · ○ count · ? unjudged · ✗ missing path · Δ changed in git · Q quarantined"));
 		return out;
 	}
 
@@ -381,6 +395,7 @@ export class ManageScreen implements Screen, Focusable {
 		if (d.file_path ?? d.file) out.push(`${t.fg("muted", "file")} ${d.file_path ?? d.file}`);
 		if (d.updated !== undefined) out.push(`${t.fg("muted", "updated")} ${d.updated}${d.created !== undefined ? ` · created ${d.created}` : ""}`);
 		out.push(...this.urgencyLines(d, width));
+		if (d.stale) out.push(...wrap(t.fg("warning", `Δ ${d.stale.text} (an edit clears this)`), width));
 		const missing = Object.entries(d.missing_paths ?? {});
 		if (missing.length) {
 			out.push(t.fg("error", "Missing paths:"));
