@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,8 @@ def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, 
     app = Realmem.open(home, root, scan=False)
     assert app.project is not None
     shared, personal = app.project.shared_store, app.project.personal_store
-    now = log.now_iso()
+    # Written a month ago, so the history added below makes part of them stale (freshness on).
+    now = (datetime.now(timezone.utc) - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     taken: dict[str, set[str]] = {shared: set(), personal: set(), "global": set()}
     events: list[ev.Event] = []
     for i in range(n):
@@ -95,7 +97,36 @@ def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, 
                 index.cache_put(app.conn, h, fp, fake_embedding(e.fields.caption + "\n\n" + e.fields.content, DIMS))
         index.set_space(app.conn, fp, DIMS)
     rep = replay.replay(app)
+    _history(root, modules, rng, COMMITS)
     return app, rep.seconds, rep.events
+
+
+COMMITS = 2000  # history after the memories were written: freshness reads it once per HEAD
+
+
+def _history(root: Path, modules: list[str], rng: random.Random, n: int) -> None:
+    """n commits dated now on the current branch, each touching one to three module files (a
+    migration now and then), written with git fast-import (a second, not minutes); the work tree
+    is left as it is."""
+    when = int(time.time())
+    ref = subprocess.run(["git", "symbolic-ref", "HEAD"], cwd=root, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    parent = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    lines = []
+    for i in range(n):
+        touched = [f"{rng.choice(modules)}/main.py" for _ in range(rng.randint(1, 3))]
+        if i % 10 == 0:
+            touched.append(f"{rng.choice(modules)}/migrations/{i:05d}.sql")
+        msg = f"change {i}"
+        lines.append(f"commit {ref}\ncommitter bench <bench@localhost> {when} +0000\n"
+                     f"data {len(msg)}\n{msg}\n" + (f"from {parent}\n" if i == 0 else ""))
+        for path in touched:
+            body = f"{i}\n"
+            lines.append(f"M 100644 inline {path}\ndata {len(body)}\n{body}")
+        lines.append("\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=root, input="".join(lines).encode(), check=True,
+                   capture_output=True)
 
 
 def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -199,6 +230,7 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
         call(1, "recall", {"cwd": str(root), "queries": ["warm up"]})  # opens the store, warms caches
         samples = []
         shown: list[str] = []
+        flagged = 0
         for i in range(iters):
             m = rng.randrange(200)
             tool = rng.choice(["read", "bash"])
@@ -356,4 +388,8 @@ def render(results: list[dict[str, Any]]) -> str:
         rows.append([n, "replay events/s", "", rp["events_per_s"], ">= 20000", "ok" if rp["events_per_s"] >= 20000 else "UNDER"])
         rows.append([n, "first replay events/s (tokenizes every fact)", "", r["replay_cold"]["events_per_s"], "", ""])
         rows.append([n, "rpc ready ms", "", r["rpc_ready"]["ms"], "<= 500", "ok" if r["rpc_ready"]["ms"] <= 500 else "OVER"])
+        if "freshness_cold" in r:
+            fc = r["freshness_cold"]
+            rows.append([n, f"freshness cold ms ({fc['commits']} commits, {fc['stale']} stale; "
+                            f"{r['path_notes_rpc'].get('flagged_notes', 0)} flagged notes)", "", fc["ms"], "", ""])
     return table(["memories", "measure", "p50 ms", "p95 ms / value", "budget", ""], rows)

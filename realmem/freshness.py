@@ -17,6 +17,7 @@ with the code it describes, so it does not make the fact stale.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import threading
 from collections.abc import Iterable
@@ -60,18 +61,21 @@ class Stale:
 
 @attrs.frozen
 class Subject:
-    """What freshness needs of a memory (path notes keep these, not whole memories)."""
+    """What freshness needs of a memory, resolved once (path notes keep these, not memories)."""
 
     key: Key
-    paths: tuple[str, ...]  # its specific paths, in its store's frame
+    patterns: tuple[tuple[str, str], ...]  # (path in its store's frame, absolute pattern), specific ones
     updated: str
-    file: str
+    own_file: str | None  # its fact file when it can be in the repository (project stores)
 
     @classmethod
-    def of(cls, m: Memory) -> "Subject":
-        return cls((m.store, m.id), tuple(p for p in m.paths if p not in WHOLE), m.updated, m.file)
+    def of(cls, app: Realmem, m: Memory) -> "Subject":
+        pairs = tuple((p, a[0]) for p in m.paths if p not in WHOLE and (a := memories.absolute(app, m.store, [p])))
+        own = str(app.store_dir(m.store) / m.file) if pairs and m.store != GLOBAL and m.file else None
+        return cls((m.store, m.id), pairs, m.updated, own)
 
 
+@functools.lru_cache(maxsize=65536)
 def epoch(iso: str) -> float | None:
     try:
         return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
@@ -122,23 +126,27 @@ def _packed_ref(common: Path, ref: str) -> str | None:
     return None
 
 
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def read_head(root: Path, dirs: _GitDirs | None) -> str | None:
     """The commit HEAD points at, read from files (tens of µs, no process); None before the
     first commit."""
     if dirs is None:
         return _git(root, "rev-parse", "--verify", "-q", "HEAD")
-    try:
-        head = (dirs.gitdir / "HEAD").read_text(encoding="utf-8").strip()
-    except OSError:
+    head = _read(f"{dirs.gitdir}/HEAD")
+    if head is None:
         return None
     if not head.startswith("ref:"):
         return head or None
     ref = head[4:].strip()
     for base in (dirs.gitdir, dirs.common):
-        try:
-            value = (base / ref).read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
+        value = _read(f"{base}/{ref}")
         if value and not value.startswith("ref:"):
             return value
     packed = _packed_ref(dirs.common, ref)
@@ -247,18 +255,17 @@ class History:
             hits = self.globs[pattern] = list(found)
         return hits
 
-    def stale(self, s: Subject, patterns: list[tuple[str, str]], own_file: str | None) -> Stale | None:
-        """``patterns``: (stored path, absolute pattern) pairs of the memory's specific paths."""
-        cache_key = (s.key, s.updated, s.paths)
+    def stale(self, s: Subject) -> Stale | None:
+        cache_key = (s.key, s.updated, s.patterns)
         if cache_key in self.results:
             return self.results[cache_key]
         result = None
         updated = epoch(s.updated)
         if updated is not None:
-            own = set(self.touch.get(own_file, ())) if own_file else set()
+            own = set(self.touch.get(s.own_file, ())) if s.own_file else set()
             changed: list[str] = []
             commits: set[int] = set()
-            for stored, pattern in patterns:
+            for stored, pattern in s.patterns:
                 hits = {c for c in self.commits_for(pattern) if self.times[c] > updated and c not in own}
                 if hits:
                     changed.append(stored)
@@ -315,9 +322,11 @@ def enabled(app: Realmem) -> bool:
 
 def check(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, Stale]:
     """The stale ones among ``items`` (memories without specific paths never are)."""
-    subjects = [i if isinstance(i, Subject) else Subject.of(i) for i in items]
-    subjects = [s for s in subjects if s.paths]
-    if not subjects or not enabled(app):
+    if not enabled(app):
+        return {}
+    subjects = [i if isinstance(i, Subject) else Subject.of(app, i) for i in items]
+    subjects = [s for s in subjects if s.patterns]
+    if not subjects:
         return {}
     times = [t for t in (epoch(s.updated) for s in subjects) if t is not None]
     if not times:
@@ -327,11 +336,7 @@ def check(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, Stale]:
         return {}
     out: dict[Key, Stale] = {}
     for s in subjects:
-        store = s.key[0]
-        patterns = [(stored, absolute[0]) for stored in s.paths
-                    if (absolute := memories.absolute(app, store, [stored]))]
-        own = str(app.store_dir(store) / s.file) if store != GLOBAL and s.file else None
-        found = h.stale(s, patterns, own)
+        found = h.stale(s)
         if found is not None:
             out[s.key] = found
     return out

@@ -89,10 +89,10 @@ class NoteIndex:
             specific = [p for p in m.paths if p not in WHOLE]
             if not specific:
                 continue
-            absolute = memories.absolute_paths(app, attrs.evolve(m, paths=specific))
+            fresh = freshness.Subject.of(app, m)  # resolves the specific paths once, for both uses
+            absolute = [a for _, a in fresh.patterns]
             k = f"{m.store}\0{m.id}"
-            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m),
-                                    freshness.Subject.of(m))
+            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m), fresh)
             self.patterns[k] = absolute
             for i, a in enumerate(absolute):
                 self.index.add(f"{k}\0{i}", a)
@@ -142,33 +142,36 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     high, mid = float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"])
     tiers = {e.key: tier(scores[e.key], high, mid) for e in entries}
     stale = freshness.flags_text(app, [e.fresh for e in entries if tiers[e.key] != "count"])
-    full: list[Entry] = []
-    caps: list[Entry] = []
+    full: list[tuple[Entry, str]] = []  # with the block shown
+    caps: list[tuple[Entry, str]] = []
     counted: list[Entry] = []
     settled: list[Entry] = []  # counted and done with: Low urgency, or too big for any limit
     spent = 0
     for e in entries:
         t = tiers[e.key]
-        flag = stale.get(e.key)
-        block_full, block_cap = _full(e, flag), _caption(e, flag)
+        if t == "count":
+            counted.append(e)
+            settled.append(e)
+            continue
+        block_cap = _caption(e, stale.get(e.key))
+        block_full = _full(e, block_cap)
         if t == "full" and len(full) < max_full and spent + len(block_full) <= budget:
-            full.append(e)
+            full.append((e, block_full))
             spent += len(block_full)
             continue
-        if t in ("full", "caption") and len(caps) < max_caps and spent + len(block_cap) <= budget:
-            caps.append(e)
+        if len(caps) < max_caps and spent + len(block_cap) <= budget:
+            caps.append((e, block_cap))
             spent += len(block_cap)
             continue
         counted.append(e)
         # A High or Mid note pushed out by the limits is not shown: it comes back at the next
         # touch of its paths.  One that no limit would ever let through is done, like a Low one.
         fits_full = t == "full" and max_full > 0 and len(block_full) <= budget
-        fits_caption = t in ("full", "caption") and max_caps > 0 and len(block_cap) <= budget
+        fits_caption = max_caps > 0 and len(block_cap) <= budget
         if not (fits_full or fits_caption):
             settled.append(e)
     lines = ["<realmem-path-notes>"]
-    lines.extend(_full(e, stale.get(e.key)) for e in full)
-    lines.extend(_caption(e, stale.get(e.key)) for e in caps)
+    lines.extend(block for _, block in (*full, *caps))
     if caps:
         lines.append("(read a caption's fact with realmem_recall ids=[...])")
     if counted:
@@ -177,14 +180,15 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {', '.join(where)}: "
                      f"realmem_recall paths=[...] lists them.")
     lines.append("</realmem-path-notes>")
-    shown_now = full + caps
+    shown_now = [e for e, _ in (*full, *caps)]
     if record and shown_now:
         app.emit([ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)])
     return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
 
 
-def _full(e: Entry, flag: str | None = None) -> str:
-    return f"{_caption(e, flag)}\n{e.content}\n"
+def _full(e: Entry, caption: str) -> str:
+    """The full note: its caption block (``_caption``), then the content."""
+    return f"{caption}\n{e.content}\n"
 
 
 def _caption(e: Entry, flag: str | None = None) -> str:

@@ -214,7 +214,7 @@ def test_notes_pushed_out_by_max_captions_and_the_char_budget_come_back(app: Rea
     long_content = "Long urgent explanation. " * 20
     big = add(app, "Urgent and long", long_content, ["src/api"], urgency=1.9, used=5)
     small = add(app, "Urgent and short", "Short.", ["src/api"], urgency=1.9, used=1)
-    monkeypatch.setenv("REALMEM_PATHNOTES_CHARBUDGET", str(len(pathnotes._full(_entry(app, big))) + 5))
+    monkeypatch.setenv("REALMEM_PATHNOTES_CHARBUDGET", str(len(pathnotes._full(_entry(app, big), pathnotes._caption(_entry(app, big)))) + 5))
     first = notes(app, path="src/api/routes.py")
     assert full_shown(first, big) and small.caption not in (first.text or "")
     assert first.shown == [sid(big)]
