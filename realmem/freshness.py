@@ -9,7 +9,8 @@ one ``git log --name-only`` is read into a map from every touched file and every
 above it to the commits that touched it.  A memory's answer is then a few dict lookups (a glob
 scans the touched files once per HEAD).  The map lives in the process (the rpc child keeps it
 warm), keyed by the repository's HEAD, which is read from ``.git`` files without spawning git.
-A new HEAD that descends from the old one only reads the new commits.
+A new HEAD that descends from the old one only reads the new commits; a whole history is read
+in a background thread (session start begins it), and the path-note hook never waits for it.
 
 A commit that also carries the memory's own fact file is the commit that recorded the fact
 with the code it describes, so it does not make the fact stale.
@@ -20,9 +21,10 @@ from __future__ import annotations
 import functools
 import subprocess
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 import structlog
@@ -36,6 +38,7 @@ from realmem.projections.state import Memory
 logger = structlog.get_logger("realmem.freshness")
 
 WHOLE = {".", "~"}
+T = TypeVar("T")
 MAX_COMMITS = 20_000  # a history scan reads at most this many commits; counts above it say "N+"
 GIT_TIMEOUT = 30.0
 
@@ -277,36 +280,101 @@ class History:
 
 
 # --- the per-process cache -------------------------------------------------------------------------
+#
+# One history per repository root.  ``_lock`` guards the maps and every use of a History (the rpc
+# child serves two threads); it is never held while a whole history is read: that runs in a
+# builder thread that touches no database, so the path-note hook never waits for it.
 
 _lock = threading.Lock()
 _histories: dict[str, History] = {}
 _dirs: dict[str, _GitDirs | None] = {}
+_building: dict[str, threading.Thread] = {}
+_failed: dict[str, str] = {}  # root -> the HEAD whose history git could not give (not retried)
 
 
-def _history(app: Realmem, needed_since: float) -> History | None:
-    """The history of the app's repository at its current HEAD, reaching back to
-    ``needed_since`` (read or brought up to date under a lock; the rpc child serves two threads)."""
+def _root(app: Realmem) -> Path | None:
     p = app.project
-    if p is None or not p.is_git:
+    return p.root if p is not None and p.is_git else None
+
+
+def _head(root: Path) -> str | None:
+    key = str(root)
+    if key not in _dirs:
+        _dirs[key] = _git_dirs(root)
+    return read_head(root, _dirs[key])
+
+
+def _current(root: Path, needed_since: float) -> History | None:
+    """The history at the current HEAD reaching back to ``needed_since``, if one is at hand
+    (a HEAD that moved forward is caught up here: only the new commits are read).  Under _lock."""
+    key = str(root)
+    h = _histories.get(key)
+    if h is None or not h.covers(needed_since):
         return None
-    key = str(p.root)
-    with _lock:
-        if key not in _dirs:
-            _dirs[key] = _git_dirs(p.root)
-        head = read_head(p.root, _dirs[key])
-        if head is None:
-            return None
-        h = _histories.get(key)
-        if h is not None and h.head != head and h.covers(needed_since) and not h.advance(head):
-            h = None
-        if h is not None and h.head == head and h.covers(needed_since):
-            return h
-        since = min(needed_since, _oldest_update(app))
-        h = History(p.root, head, since)
-        if h.read([head], since) is None:
-            return None
-        _histories[key] = h
+    head = _head(root)
+    if head is None:
+        return None
+    if h.head == head or h.advance(head):
         return h
+    del _histories[key]  # rebased, reset or another branch: read it again
+    return None
+
+
+def _start_build(app: Realmem, root: Path, needed_since: float) -> threading.Thread | None:
+    """Start (or find) the builder thread for ``root``.  Under _lock."""
+    key = str(root)
+    running = _building.get(key)
+    if running is not None:
+        return running
+    head = _head(root)
+    if head is None or _failed.get(key) == head:
+        return None
+    previous = _histories.get(key)
+    reach = previous.since if previous is not None and previous.since is not None else _oldest_update(app)
+    since = min(needed_since, reach)
+
+    def build() -> None:
+        h = History(root, head, since)
+        ok = h.read([head], since) is not None
+        with _lock:
+            if ok:
+                _histories[key] = h
+            else:
+                _failed[key] = head
+            del _building[key]
+
+    thread = _building[key] = threading.Thread(target=build, name=f"realmem-freshness-{root.name}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _with_history(app: Realmem, needed_since: float, wait: bool,
+                  use: Callable[[History], T]) -> T | None:
+    """``use(history)`` under the lock, once a history reaching ``needed_since`` is at hand;
+    None when there is none (not git, no commit, git failed) or, with ``wait`` False, while it
+    is being read."""
+    root = _root(app)
+    if root is None:
+        return None
+    with _lock:
+        h = _current(root, needed_since)
+        if h is not None:
+            return use(h)
+        thread = _start_build(app, root, needed_since)
+    if thread is None or not wait:
+        return None
+    thread.join()
+    with _lock:
+        h = _current(root, needed_since)
+        return use(h) if h is not None else None
+
+
+def wait_for_builds() -> None:
+    """Let every history being read finish (tests, and the benchmark's warm-up)."""
+    with _lock:
+        running = list(_building.values())
+    for thread in running:
+        thread.join()
 
 
 def _oldest_update(app: Realmem) -> float:
@@ -320,42 +388,39 @@ def enabled(app: Realmem) -> bool:
     return bool(app.config["freshness.enabled"])
 
 
-def check(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, Stale]:
-    """The stale ones among ``items`` (memories without specific paths never are)."""
+def check(app: Realmem, items: Iterable[Memory | Subject], *, wait: bool = True) -> dict[Key, Stale]:
+    """The stale ones among ``items`` (memories without specific paths never are).  With
+    ``wait`` False (the path-note hook) a history not read yet is read in the background and
+    nothing is flagged meanwhile."""
     if not enabled(app):
         return {}
     subjects = [i if isinstance(i, Subject) else Subject.of(app, i) for i in items]
     subjects = [s for s in subjects if s.patterns]
-    if not subjects:
-        return {}
     times = [t for t in (epoch(s.updated) for s in subjects) if t is not None]
     if not times:
         return {}
-    h = _history(app, min(times))
-    if h is None:
-        return {}
-    out: dict[Key, Stale] = {}
-    for s in subjects:
-        found = h.stale(s)
-        if found is not None:
-            out[s.key] = found
-    return out
+
+    def flags(h: History) -> dict[Key, Stale]:
+        found = ((s.key, h.stale(s)) for s in subjects)
+        return {k: v for k, v in found if v is not None}
+
+    return _with_history(app, min(times), wait, flags) or {}
 
 
-def warm(app: Realmem) -> None:
+def warm(app: Realmem, *, background: bool = False) -> None:
     """Read the history now (session start), so the first path note does not wait for git."""
     oldest = _oldest_update(app)
     if enabled(app) and oldest != float("inf"):
-        _history(app, oldest)
+        _with_history(app, oldest, not background, lambda h: None)
 
 
 def flag(app: Realmem, m: Memory) -> Stale | None:
     return check(app, [m]).get((m.store, m.id))
 
 
-def flags_text(app: Realmem, items: Iterable[Memory | Subject]) -> dict[Key, str]:
+def flags_text(app: Realmem, items: Iterable[Memory | Subject], *, wait: bool = True) -> dict[Key, str]:
     """Key -> the flag line, for renderers."""
-    return {k: s.text() for k, s in check(app, items).items()}
+    return {k: s.text() for k, s in check(app, items, wait=wait).items()}
 
 
 def stale_memories(app: Realmem) -> list[tuple[Memory, Stale]]:
@@ -368,7 +433,9 @@ def stale_memories(app: Realmem) -> list[tuple[Memory, Stale]]:
 
 
 def forget_cache() -> None:
-    """Drop every cached history (tests that rewrite a repository's history in place)."""
+    """Drop every cached history (tests, the benchmark)."""
+    wait_for_builds()
     with _lock:
         _histories.clear()
         _dirs.clear()
+        _failed.clear()

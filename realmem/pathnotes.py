@@ -141,7 +141,8 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     max_full, max_caps, budget = int(cfg["pathNotes.maxFull"]), int(cfg["pathNotes.maxCaptions"]), int(cfg["pathNotes.charBudget"])
     high, mid = float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"])
     tiers = {e.key: tier(scores[e.key], high, mid) for e in entries}
-    stale = freshness.flags_text(app, [e.fresh for e in entries if tiers[e.key] != "count"])
+    # Never waits for git: a history not read yet is read in the background (no flags meanwhile).
+    stale = freshness.flags_text(app, [e.fresh for e in entries if tiers[e.key] != "count"], wait=False)
     full: list[tuple[Entry, str]] = []  # with the block shown
     caps: list[tuple[Entry, str]] = []
     counted: list[Entry] = []

@@ -246,7 +246,7 @@ class Server:
         from realmem import freshness, observe, session
         app = self.app(p)
         observe.scan_stores(app)
-        freshness.warm(app)  # the first path note then finds the git history read
+        freshness.warm(app, background=True)  # git is read off this thread; path notes never wait
         return session.start(app)
 
     def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,7 @@ def test_the_flag_where_the_agent_sees_it(app: Realmem, repo: Path, home: Path) 
     m = memory(app, "Queries use the pool helper")
     fresh = memory(app, "Routes live in routes.py")
 
+    freshness.warm(app)  # what session start does (in the background there)
     n = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/db/schema.sql"}, shown=[])
     assert n.text is not None and f"[{ids.short(m.id)}] {m.caption} (src/db)\n⚠ {FLAG7}" in n.text
     n = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/api/routes.py"}, shown=[])
@@ -237,6 +238,7 @@ def test_rpc_path_notes_carry_the_flag(app: Realmem, repo: Path, home: Path) -> 
     try:
         server.handle({"jsonrpc": "2.0", "id": 1, "method": "session_start",
                        "params": {"cwd": str(repo), "session": "s1"}})
+        freshness.wait_for_builds()  # session start reads git off the request thread
         server.handle({"jsonrpc": "2.0", "id": 2, "method": "path_notes",
                        "params": {"cwd": str(repo), "session": "s1", "tool_name": "read",
                                   "input": {"path": "src/db/q1.py"}, "shown": []}})
@@ -246,3 +248,19 @@ def test_rpc_path_notes_carry_the_flag(app: Realmem, repo: Path, home: Path) -> 
         for apps in server.all_apps:
             for a in apps.values():
                 a.close()
+
+
+def test_the_path_note_hook_never_waits_for_git(app: Realmem, repo: Path) -> None:
+    fact_file(app, "db-pool.md", "Queries use the pool helper", "Use db.pool() for queries.", ["src/db"])
+    seven_db_commits(repo)
+    m = memory(app, "Queries use the pool helper")
+    first = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/db"}, shown=[])
+    assert first.text is not None and m.caption in first.text  # shown at once ...
+    assert "⚠" not in first.text  # ... while git is read in the background
+    freshness.wait_for_builds()
+    again = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/db"}, shown=[])
+    assert f"⚠ {FLAG7}" in (again.text or "")
+    # a commit moves HEAD forward: the next hook reads only the new commit, and says 8
+    commit(repo, {"src/db/q8.py": "query 8\n"}, "2026-10-08T10:00:00Z")
+    later = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/db"}, shown=[])
+    assert "src/db changed in 8 commits since 2026-09-27" in (later.text or "")
