@@ -181,7 +181,7 @@ class History:
         self.touch: dict[str, list[int]] = {}
         self.files: dict[str, None] = {}
         self.capped = False
-        self.results: dict[tuple[Key, str, tuple[str, ...]], Stale | None] = {}
+        self.results: dict[tuple[Key, str, tuple[tuple[str, str], ...]], Stale | None] = {}
         self.globs: dict[str, list[int]] = {}
 
     def covers(self, t: float) -> bool:
