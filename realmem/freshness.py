@@ -72,8 +72,10 @@ class Subject:
     own_file: str | None  # its fact file when it can be in the repository (project stores)
 
     @classmethod
-    def of(cls, app: Realmem, m: Memory) -> "Subject":
-        pairs = tuple((p, a[0]) for p in m.paths if p not in WHOLE and (a := memories.absolute(app, m.store, [p])))
+    def of(cls, app: Realmem, m: Memory, home: Path | None = None) -> "Subject":
+        home = home or memories.user_home()
+        pairs = tuple((p, a[0]) for p in m.paths
+                      if p not in WHOLE and (a := memories.absolute(app, m.store, [p], home)))
         own = str(app.store_dir(m.store) / m.file) if pairs and m.store != GLOBAL and m.file else None
         return cls((m.store, m.id), pairs, m.updated, own)
 
@@ -394,7 +396,8 @@ def check(app: Realmem, items: Iterable[Memory | Subject], *, wait: bool = True)
     nothing is flagged meanwhile."""
     if not enabled(app):
         return {}
-    subjects = [i if isinstance(i, Subject) else Subject.of(app, i) for i in items]
+    home = memories.user_home()  # once: looking it up costs more than resolving a path
+    subjects = [i if isinstance(i, Subject) else Subject.of(app, i, home) for i in items]
     subjects = [s for s in subjects if s.patterns]
     times = [t for t in (epoch(s.updated) for s in subjects) if t is not None]
     if not times:

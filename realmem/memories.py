@@ -86,13 +86,15 @@ def place(app: Realmem, scope: str | None, raw_paths: list[str] | None) -> tuple
     return store, stored
 
 
-def absolute(app: Realmem, store: str, stored: list[str]) -> list[str]:
-    """Paths in ``store``'s frame as absolute patterns (ones that cannot be expressed are skipped)."""
+def absolute(app: Realmem, store: str, stored: list[str], home: Path | None = None) -> list[str]:
+    """Paths in ``store``'s frame as absolute patterns (ones that cannot be expressed are skipped).
+    ``home``: the user's home, when a caller resolving many memories looked it up once."""
     root = store_root(app, store)
+    home = home or user_home()
     out = []
     for p in stored:
         try:
-            out.append(paths.to_absolute(p, kind=frame(store), root=root, home=user_home()))
+            out.append(paths.to_absolute(p, kind=frame(store), root=root, home=home))
         except paths.PathError:
             continue
     return out

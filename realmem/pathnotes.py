@@ -85,11 +85,12 @@ class NoteIndex:
         self.index = paths.PathIndex()
         self.entries.clear()
         self.patterns.clear()
+        home = memories.user_home()
         for m in app.memories():
             specific = [p for p in m.paths if p not in WHOLE]
             if not specific:
                 continue
-            fresh = freshness.Subject.of(app, m)  # resolves the specific paths once, for both uses
+            fresh = freshness.Subject.of(app, m, home)  # resolves the specific paths once, for both uses
             absolute = [a for _, a in fresh.patterns]
             k = f"{m.store}\0{m.id}"
             self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m), fresh)
