@@ -227,7 +227,10 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
     try:
         call(0, "hello", {})
         ready = time.perf_counter() - t0
-        call(1, "recall", {"cwd": str(root), "queries": ["warm up"]})  # opens the store, warms caches
+        # Opens the store and warms caches; listing a path's memories also reads the git history
+        # for their freshness flags, as session start does in a session before the first tool call.
+        call(1, "recall", {"cwd": str(root), "queries": ["warm up"]})
+        call(2, "recall", {"cwd": str(root), "paths": ["src/mod0"]})
         samples = []
         shown: list[str] = []
         flagged = 0
@@ -236,7 +239,7 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
             tool = rng.choice(["read", "bash"])
             inp = {"path": f"src/mod{m}/main.py"} if tool == "read" else {"command": f"cat src/mod{m}/main.py | wc -l"}
             t = time.perf_counter()
-            r = call(2 + i, "path_notes", {"cwd": str(root), "tool_name": tool, "input": inp, "shown": shown})
+            r = call(3 + i, "path_notes", {"cwd": str(root), "tool_name": tool, "input": inp, "shown": shown})
             samples.append(time.perf_counter() - t)
             shown.extend(r["result"]["shown"])
         recalls = []
