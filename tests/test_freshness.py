@@ -264,3 +264,13 @@ def test_the_path_note_hook_never_waits_for_git(app: Realmem, repo: Path) -> Non
     commit(repo, {"src/db/q8.py": "query 8\n"}, "2026-10-08T10:00:00Z")
     later = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/db"}, shown=[])
     assert "src/db changed in 8 commits since 2026-09-27" in (later.text or "")
+
+
+def test_a_history_longer_than_the_scan_limit_says_at_least(app: Realmem, repo: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    fact_file(app, "db-pool.md", "Queries use the pool helper", "Use db.pool() for queries.", ["src/db"])
+    seven_db_commits(repo)
+    monkeypatch.setattr(freshness, "MAX_COMMITS", 4)
+    found = freshness.flag(app, memory(app, "Queries use the pool helper"))
+    assert found is not None and found.at_least
+    assert found.text().startswith(f"src/db changed in {found.commits}+ commits since 2026-09-27")
