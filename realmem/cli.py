@@ -616,7 +616,7 @@ def stale(c: Ctx, as_json: bool) -> None:
     click.echo(table(["id", "scope", "changed", "commits", "since", "caption"],
                      [[ids.short(m.id), m.store.split(":")[0], ", ".join(s.paths),
                        f"{s.commits}{'+' if s.at_least else ''}", s.since, m.caption] for m, s in rows]))
-    click.echo(f"{len(rows)} stale memor{'y' if len(rows) == 1 else 'ies'}: check each against the code, "
+    click.echo(f"{count(len(rows), 'stale memory', 'stale memories')}: check each against the code, "
                "an edit (/realmem manage, e) clears the flag.")
 
 

@@ -34,6 +34,7 @@ from realmem.app import Realmem
 from realmem.events.types import Key
 from realmem.project import GLOBAL, _git, _git_env
 from realmem.projections.state import Memory
+from realmem.words import count
 
 logger = structlog.get_logger("realmem.freshness")
 
@@ -53,9 +54,10 @@ class Stale:
     at_least: bool = False  # the scan stopped at MAX_COMMITS: there may be more
 
     def text(self) -> str:
-        n = f"{self.commits}{'+' if self.at_least else ''}"
-        return (f"{', '.join(self.paths)} changed in {n} commit{'' if self.commits == 1 else 's'} "
-                f"since {self.since}; verify before relying on it")
+        commits = count(self.commits, "commit")
+        if self.at_least:  # "20000+ commits"
+            commits = commits.replace(" ", "+ ", 1)
+        return f"{', '.join(self.paths)} changed in {commits} since {self.since}; verify before relying on it"
 
     def to_json(self) -> dict[str, object]:
         return {"paths": list(self.paths), "commits": self.commits, "since": self.since, "at_least": self.at_least,
