@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from realmem import freshness, ids, manage, memories, recall, render
+from realmem import freshness, ids, manage, memories, recall, render, tools
 from realmem.app import Realmem
 from realmem.observe import scan_stores
 from realmem.pathnotes import NoteIndex, path_notes
@@ -110,6 +110,8 @@ def test_the_flag_where_the_agent_sees_it(app: Realmem, repo: Path, home: Path) 
     res = recall.recall(app, queries=["pool helper queries"], count_hits=False)
     text = render.recall_text(res, freshness.flags_text(app, [i.memory for i in res.items]))
     assert f"{m.caption} (shared · src/db)\n⚠ {FLAG7}\nUse db.pool()" in text
+    # the realmem_recall tool (rpc child and MCP server alike)
+    assert f"\n⚠ {FLAG7}\n" in tools.recall(app, queries=["pool helper queries"])["text"]
 
     detail = manage.detail(app, (m.store, m.id))
     assert detail["stale"] == {"paths": ["src/db"], "commits": 7, "since": "2026-09-27", "at_least": False,
