@@ -60,6 +60,8 @@ SCHEMA: dict[str, tuple[str, str]] = {
     "pathNotes.maxFull": ("Path notes", "Full memories appended to one tool result at most."),
     "pathNotes.maxCaptions": ("Path notes", "Captions appended to one tool result at most."),
     "pathNotes.charBudget": ("Path notes", "Characters one path-notes block may take at most."),
+    "freshness.enabled": ("Path notes", "Flag memories whose paths changed in git after they were written "
+                                        "(path notes, recall, manage, `realmem stale`)."),
     "recall.pageSize": ("Recall", "Memories per page of realmem_recall."),
     "list.pageSize": ("Recall", "Memories per page of realmem_list and `realmem list`."),
     "prompt.captions": ("Recall", "Most-used project-wide captions listed in the system prompt's <realmem> "
