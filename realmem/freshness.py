@@ -19,6 +19,7 @@ with the code it describes, so it does not make the fact stale.
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -52,19 +53,24 @@ class Stale:
     commits: int
     since: str  # the memory's ``updated`` date, YYYY-MM-DD
     at_least: bool = False  # the scan stopped at MAX_COMMITS: there may be more
+    message: str = attrs.field(init=False, eq=False)  # text(), rendered once: a note shows it on every touch
 
-    def text(self) -> str:
+    def __attrs_post_init__(self) -> None:
         commits = count(self.commits, "commit")
         if self.at_least:  # "20000+ commits"
             commits = commits.replace(" ", "+ ", 1)
-        return f"{', '.join(self.paths)} changed in {commits} since {self.since}; verify before relying on it"
+        object.__setattr__(self, "message", f"{', '.join(self.paths)} changed in {commits} since {self.since}; "
+                                            "verify before relying on it")
+
+    def text(self) -> str:
+        return self.message
 
     def to_json(self) -> dict[str, object]:
         return {"paths": list(self.paths), "commits": self.commits, "since": self.since, "at_least": self.at_least,
                 "text": self.text()}
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # the key of a history's result cache, looked up on every touch
 class Subject:
     """What freshness needs of a memory, resolved once (path notes keep these, not memories)."""
 
@@ -134,11 +140,17 @@ def _packed_ref(common: Path, ref: str) -> str | None:
 
 
 def _read(path: str) -> str | None:
+    """A small file's text; os-level calls, since this runs on every path-note hook."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_head(root: Path, dirs: _GitDirs | None) -> str | None:
@@ -185,7 +197,7 @@ class History:
         self.touch: dict[str, list[int]] = {}
         self.files: dict[str, None] = {}
         self.capped = False
-        self.results: dict[tuple[Key, str, tuple[tuple[str, str], ...]], Stale | None] = {}
+        self.results: dict[Subject, Stale | None] = {}
         self.globs: dict[str, list[int]] = {}
 
     def covers(self, t: float) -> bool:
@@ -263,9 +275,8 @@ class History:
         return hits
 
     def stale(self, s: Subject) -> Stale | None:
-        cache_key = (s.key, s.updated, s.patterns)
-        if cache_key in self.results:
-            return self.results[cache_key]
+        if s in self.results:
+            return self.results[s]
         result = None
         updated = epoch(s.updated)
         if updated is not None:
@@ -279,7 +290,7 @@ class History:
                     commits |= hits
             if commits:
                 result = Stale(tuple(changed), len(commits), s.updated[:10], self.capped)
-        self.results[cache_key] = result
+        self.results[s] = result
         return result
 
 
