@@ -23,7 +23,7 @@ from typing import Any
 
 import apsw
 
-from realmem import db, ids, recall
+from realmem import db, freshness, ids, recall
 from realmem.app import Realmem
 from realmem.events import store as log
 from realmem.events import types as ev
@@ -157,6 +157,11 @@ def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[
             out["store_open"] = _stats(opens)
 
             app = Realmem.open(home, root, scan=False)
+            progress(f"[{n}] freshness: git history read and every memory checked, cold…")
+            t = time.perf_counter()
+            stale = freshness.check(app, app.memories())
+            out["freshness_cold"] = {"ms": round((time.perf_counter() - t) * 1000, 1), "stale": len(stale),
+                                     "commits": COMMITS}
             progress(f"[{n}] recall in process (BM25 + vectors fused, hits counted)…")
             samples = []
             local = lambda _app, text: fake_embedding(text, DIMS)  # noqa: E731 (no service time)
@@ -242,6 +247,7 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
             r = call(3 + i, "path_notes", {"cwd": str(root), "tool_name": tool, "input": inp, "shown": shown})
             samples.append(time.perf_counter() - t)
             shown.extend(r["result"]["shown"])
+            flagged += (r["result"]["text"] or "").count("\n⚠ ")
         recalls = []
         for i, q in enumerate(queries):
             t = time.perf_counter()
@@ -252,7 +258,7 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
-    return _stats(samples), _stats(recalls), {"ms": round(ready * 1000, 1)}
+    return _stats(samples) | {"flagged_notes": flagged}, _stats(recalls), {"ms": round(ready * 1000, 1)}
 
 
 def _bench_hook(home: Path, root: Path, rng: random.Random, iters: int) -> dict[str, Any]:
