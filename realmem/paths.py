@@ -511,6 +511,8 @@ def _search(base: str, rest: list[str]) -> bool:
         segment = rest[index]
         last = index == len(rest) - 1
         if segment == "**":
+            if not os.path.isdir(directory):
+                continue  # nothing lies under a file, so "a/**" does not match a file "a" (as glob)
             stack.append((directory, index + 1))
         elif not _is_glob_segment(segment):
             child = _join(directory, segment)
