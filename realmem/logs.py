@@ -75,9 +75,15 @@ class LogFile:
                 pass
 
 
+def level_name(level: str | None = None) -> str:
+    """``level`` as REALMEM_LOG overrides it (default warning), upper case; an unknown name is WARNING."""
+    name = (os.environ.get("REALMEM_LOG") or level or "warning").upper()
+    return name if name in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"
+
+
 def configure(level: str | None = None, *, file: Path | None = None) -> None:
     """Log at ``level`` (REALMEM_LOG overrides it; default warning) to ``file``, else stderr."""
-    name = (os.environ.get("REALMEM_LOG") or level or "warning").upper()
+    name = level_name(level)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from realmem import prompt
 from realmem.agents import mcp_server
 from realmem.app import Realmem
-from realmem.fakes import FakeSystemOne
+from realmem.fakes import FakeEmbeddings, FakeSystemOne
 
 from conftest import kill_workers, make_repo
 from test_rpc import Child
@@ -203,3 +203,22 @@ def test_one_memory_for_mcp_and_pi(env: dict[str, str], semif: FakeSystemOne, re
     check = subprocess.run([sys.executable, "-m", "realmem.cli", "--cwd", str(repo), "replay", "--check"],
                            capture_output=True, text=True, env=env)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_stderr_carries_no_info_logs(env: dict[str, str], semif: FakeSystemOne, repo: Path, tmp_path: Path) -> None:
+    """An MCP client shows the server's stderr as its log: realmem's level (REALMEM_LOG, default
+    warning) holds there too, so neither the SDK's per-request lines nor httpx's per-call lines
+    flood it."""
+    with FakeEmbeddings() as emb:
+        env["REALMEM_EMBEDDING_URL"] = emb.url
+
+        async def body(s: ClientSession) -> list[types.CallToolResult]:
+            return [await s.call_tool("realmem_remember", {"caption": "docs build with mkdocs",
+                                                           "content": "Run mkdocs build --strict; CI fails on warnings."}),
+                    await s.call_tool("realmem_recall", {"queries": ["mkdocs"]})]
+
+        errlog = tmp_path / "mcp.log"
+        results = run_client(env, repo, body, errlog=errlog)
+    assert not any(r.is_error for r in results)
+    assert "mkdocs" in text_of(results[1])
+    assert errlog.read_text(encoding="utf-8") == ""

@@ -118,7 +118,10 @@ class Backend:
 
 def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, Backend]:
     backend = Backend(home, cwd)
-    server = MCPServer(name="realmem", version=__version__, instructions=prompt.INTRO)
+    # The SDK configures stdlib logging at its own level (INFO by default), which would put a
+    # line per request, and httpx's per HTTP call, in the client's server log: use realmem's.
+    server = MCPServer(name="realmem", version=__version__, instructions=prompt.INTRO,
+                       log_level=logs.level_name())  # type: ignore[arg-type]
 
     async def project_of(ctx: Context) -> Path:
         if backend.project is None:
