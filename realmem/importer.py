@@ -150,7 +150,10 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
                                               {"role": "user", "content": f"File {p.name}:\n\n{text}"}])
             except (EndpointUnavailable, EndpointError) as exc:
                 raise RealmemError(f"the chat model could not split {p.name}: {exc}") from None
-            facts = [f for f in reply.get("facts") or [] if isinstance(f, dict)]
+            facts = reply.get("facts")
+            if not isinstance(facts, list):  # another shape is the model's mistake, not "no facts"
+                raise RealmemError(f'the chat model could not split {p.name}: its reply has no "facts" list')
+            facts = [f for f in facts if isinstance(f, dict)]
             stored = 0
             for i, f in enumerate(facts, 1):
                 try:

@@ -311,3 +311,31 @@ def test_cli_import_skips_an_imported_unchanged_file_unless_forced(home: Path, f
     forced = run("--force")
     assert forced.returncode == 0, forced.stderr
     assert len([r for r in chat.requests if r.path == "/v1/chat/completions"]) == asked + 1
+
+
+def test_a_reply_without_a_facts_list_is_a_clear_error(home: Path, files: Path,
+                                                       servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    """A model that answers in another shape (here a rewrite's {caption, content}) is named as
+    the cause, instead of a bare "No facts were stored"."""
+    _, chat = servers
+    chat.script([json.dumps({"caption": "Agents", "content": "Run make test before pushing."})])
+    with open_app(home, files, "cli") as a:
+        with pytest.raises(RealmemError, match='could not split AGENTS.md: its reply has no "facts" list'):
+            importer.import_headless(a, ["AGENTS.md"])
+        assert imported_paths(a) == [] and a.memories() == []
+
+
+def test_cli_import_with_the_unscripted_fake_chat(home: Path, files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's local trial (`python -m realmem.fakes --semif --embeddings --chat`): the
+    fake chat model's heuristic splits a context file into one fact per bullet or paragraph."""
+    with FakeSystemOne() as s1, FakeChat() as chat:
+        env = {**os.environ, "REALMEM_HOME": str(home), "REALMEM_SEMIF_URL": s1.url,
+               "REALMEM_REWRITER_URL": chat.url}
+        res = subprocess.run([sys.executable, "-m", "realmem.cli", "--home", str(home), "--cwd", str(files), "import",
+                              "AGENTS.md"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Imported AGENTS.md: 2 facts stored" in res.stdout
+    with open_app(home, files, "t") as a:
+        assert sorted(m.content for m in a.memories()) == ["Migrations live in db/migrations.",
+                                                           "Run `make test` before pushing."]
+        assert imported_paths(a) == [str(files / "AGENTS.md")]

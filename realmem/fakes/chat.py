@@ -4,8 +4,10 @@ Scripted replies are consumed in order, one per request.  Without a script (heur
 when any message mentions JSON, the reply is ``{"caption", "content"}`` built from the last
 user message's ``Caption:`` / ``Content:`` lines (the last caption, all distinct contents
 joined; a block ends at the next label, heading or upper-case line such as
-``NEW FACT``), falling back to its first line and whole text; otherwise the last user message is
-echoed.  Prompts are checked through ``.requests``.
+``NEW FACT``), falling back to its first line and whole text; when the system message asks for
+``{"facts": ...}`` (an import's split), each Markdown bullet or paragraph of the last user
+message is one shared, project-wide fact; otherwise the last user message is echoed.  Prompts
+are checked through ``.requests``.
 """
 
 from __future__ import annotations
@@ -34,10 +36,41 @@ def _text(content: Any) -> str:
     return ""
 
 
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+def split_facts(text: str) -> list[dict[str, Any]]:
+    """One fact per bullet or paragraph; headings and the ``File NAME:`` line are skipped."""
+    blocks: list[list[str]] = []
+    paragraph = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or re.fullmatch(r"File \S+:", stripped):
+            paragraph = False
+        elif _BULLET.match(line):
+            blocks.append([_BULLET.sub("", line, count=1).strip()])
+            paragraph = True  # an indented next line continues the bullet
+        elif paragraph:
+            blocks[-1].append(stripped)
+        else:
+            blocks.append([stripped])
+            paragraph = True
+    facts = []
+    for block in blocks:
+        content = " ".join(block)
+        caption = content.rstrip(".")
+        if len(caption) > 80:
+            caption = caption[:79].rsplit(" ", 1)[0] + "…"
+        facts.append({"caption": caption, "content": content, "paths": [], "scope": "shared"})
+    return facts
+
+
 def heuristic_reply(messages: list[dict[str, Any]]) -> str:
     """The unscripted reply described in the module docstring."""
     users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
     last = users[-1] if users else ""
+    if any(m.get("role") == "system" and '{"facts"' in _text(m.get("content")) for m in messages):
+        return json.dumps({"facts": split_facts(last)})
     if not any("json" in _text(m.get("content")).lower() for m in messages):
         return last
     captions = _CAPTION.findall(last)
