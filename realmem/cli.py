@@ -128,6 +128,17 @@ def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tupl
         click.echo(out.text)
     if out.action in ("refuse", "reject"):
         sys.exit(1)
+    _warn_missing_paths(c.app(), paths)
+
+
+def _warn_missing_paths(app: Realmem, raw: tuple[str, ...]) -> None:
+    """A path that names nothing is kept (it may be written later), but a typo should not pass
+    silently: the same check as the add screen's paths step, on stderr."""
+    from realmem import memories, paths as paths_mod  # lazily, as every command here: a light CLI start
+    for p in raw:
+        item = paths_mod.check_input(p, cwd=app.cwd, home=memories.user_home())
+        if item["kind"] == "missing":
+            click.echo(f"warning: {item['warning']}", err=True)
 
 
 @cli.command()

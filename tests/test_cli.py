@@ -296,3 +296,20 @@ def test_a_user_error_prints_one_line_and_the_log_goes_to_the_log_file(home: Pat
         assert p.returncode == 1
         events = [json.loads(line)["event"] for line in p.stderr.splitlines() if line.startswith("{")]
         assert "endpoint.error" in events and p.stderr.splitlines()[-1].startswith("realmem: authentication failed")
+
+
+def test_add_warns_about_paths_that_name_nothing(home: Path, repo: Path) -> None:
+    """Like the /realmem add screen's paths step: a path or glob that names nothing (a typo, or
+    a file not written yet) is kept, with a warning on stderr; a path that exists gets none."""
+    (repo / "src").mkdir()
+    (repo / "src" / "db.py").write_text("x\n", encoding="utf-8")
+    p = ok(home, repo, "add", "--caption", "Pool size is 20", "--content", "The pool in src/db.py holds 20.",
+           "--path", "src/db.py", "--path", "src/nope", "--path", "src/**/*.rs")
+    assert p.stdout.startswith("Stored [")
+    assert p.stderr.splitlines() == ["warning: src/nope: does not exist (yet)",
+                                     "warning: src/**/*.rs: no file matches this glob (yet)"]
+    data = json.loads(ok(home, repo, "list", "--json").stdout)
+    assert sorted(data["items"][0]["paths"]) == ["src/**/*.rs", "src/db.py", "src/nope"]  # kept
+    quiet = ok(home, repo, "add", "--caption", "Db module opens apsw", "--content", "src/db.py uses apsw.",
+               "--path", "src/db.py", "--path", "src")
+    assert quiet.stderr == ""
