@@ -79,6 +79,12 @@ DEFAULTS: dict[str, Any] = {
 
 SECRET_KEYS = {"semif.key", "embedding.key", "rewriter.key"}
 
+# Thresholds compared with a probability or a normalised (0..1) score: outside 0..1 one would
+# decide every case alike (35, meant as percent, rejects every memory).
+UNIT_KEYS = {"gate.coveredBy", "gate.conflictWith", "gate.mergeWith", "gate.importance", "gate.durable",
+             "gate.unsafe", "consolidate.forget", "consolidate.minImportance", "consolidate.revise",
+             "consolidate.coveredBy", "consolidate.conflictWith", "consolidate.mergeWith"}
+
 
 # Command-line overrides for this process (``--max-questions``): they win over the environment
 # and config.json, are never saved, and are not inherited by processes it starts.
@@ -139,7 +145,9 @@ def check(key: str, value: Any) -> Any:
         if isinstance(value, str) and not isinstance(default, str):
             value = _coerce(value, default)
     except ValueError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
+        if isinstance(default, bool):
+            raise ConfigError(f"{key}: {exc}") from None
+        # else the text stays a string and fails the type check below, in the setting's words
     if isinstance(default, bool):
         ok = isinstance(value, bool)
         want = "true or false"
@@ -160,6 +168,8 @@ def check(key: str, value: Any) -> Any:
         want = "a string"
     if not ok:
         raise ConfigError(f"{key} must be {want}, not {json.dumps(value, default=str)[:80]}")
+    if key in UNIT_KEYS and not 0 <= value <= 1:
+        raise ConfigError(f"{key} must be between 0 and 1, not {value}")
     return value
 
 

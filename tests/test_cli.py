@@ -190,6 +190,22 @@ def test_settings_set_and_show(home: Path, repo: Path) -> None:
     assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
 
 
+def test_settings_set_refuses_out_of_range_values_in_words(home: Path, repo: Path) -> None:
+    """A judge threshold is a probability: 35 (meant as percent) would silently reject every
+    memory.  A value of the wrong type is named in the setting's words, not Python's."""
+    for key, value, message in [
+        ("gate.importance", "35", "realmem: gate.importance must be between 0 and 1, not 35.0\n"),
+        ("consolidate.revise", "-0.1", "realmem: consolidate.revise must be between 0 and 1, not -0.1\n"),
+        ("gate.importance", "abc", 'realmem: gate.importance must be a number, not "abc"\n'),
+        ("recall.pageSize", "1.5", 'realmem: recall.pageSize must be a whole number, not "1.5"\n'),
+    ]:
+        p = run(home, repo, "settings", "set", "--", key, value)
+        assert (p.returncode, p.stderr) == (2, message), (key, value)
+    assert not (home / "config.json").exists() or "gate.importance" not in (home / "config.json").read_text()
+    ok(home, repo, "settings", "set", "gate.importance", "1")
+    ok(home, repo, "settings", "set", "consolidate.minImportance", "0")
+
+
 # --- --max-questions ----------------------------------------------------------------------------
 
 def judge_requests(s1) -> list[int]:  # type: ignore[no-untyped-def]
