@@ -48,7 +48,8 @@ def text(info: dict[str, Any]) -> str:
         lines.append(f"Project {info['project']['root']} ({info['project']['key']})")
     for s in info["stores"]:
         q = f", {s['quarantined']} quarantined" if s["quarantined"] else ""
-        lines.append(f"  {s['scope']:<8} {count(s['memories'], 'memory'):>14}{q}  {s['dir']}")
+        n, noun = count(s["memories"], "memory").split(" ", 1)  # a table: counts, nouns, dirs each one column
+        lines.append(f"  {s['scope']:<8} {n:>5} {noun:<8}{q}  {s['dir']}")
     if info["queued"]:
         lines.append(f"Queued candidates: {info['queued']} (retried automatically; /realmem retry)")
     for name, e in info["endpoints"].items():

@@ -206,6 +206,20 @@ def test_settings_set_refuses_out_of_range_values_in_words(home: Path, repo: Pat
     ok(home, repo, "settings", "set", "consolidate.minImportance", "0")
 
 
+def test_status_store_counts_line_up(home: Path, repo: Path, facts) -> None:
+    """The per-store lines are a table: counts right-aligned in one column, nouns and store
+    directories each starting in one column, whatever the plural."""
+    with Realmem.open(home, repo) as app:
+        store, stored = memories.place(app, "shared", None)
+        memories.add(app, "Lint with ruff", "ruff check .", store=store, stored_paths=stored, source="add")
+    lines = [line for line in ok(home, repo, "status").stdout.splitlines()
+             if line.lstrip().startswith(("shared ", "personal ", "global "))]
+    assert [line.split()[1:3] for line in lines] == [["2", "memories"], ["1", "memory"], ["1", "memory"]]
+    for column in (lambda l: l.index(l.split()[1]) + len(l.split()[1]),  # end of the count
+                   lambda l: l.index(" memor") + 1, lambda l: l.index("/")):
+        assert len({column(line) for line in lines}) == 1, lines
+
+
 # --- --max-questions ----------------------------------------------------------------------------
 
 def judge_requests(s1) -> list[int]:  # type: ignore[no-untyped-def]
