@@ -480,8 +480,13 @@ def settings_set(c: Ctx, key: str, value: str) -> None:
 @click.argument("key")
 @pass_ctx
 def settings_unset(c: Ctx, key: str) -> None:
-    Config(home_dir(c.home)).unset(key)
-    click.echo(f"{key} reset to its default.")
+    held = Config(home_dir(c.home)).unset(key)
+    if key in DEFAULTS:
+        click.echo(f"{key} reset to its default.")
+    elif held:  # a setting this version no longer knows
+        click.echo(f"{key} removed from config.json.")
+    else:  # a typo must not look like a reset of the meant setting
+        _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
 
 
 @settings.command(name="test")

@@ -253,9 +253,12 @@ class Config:
         self._file[key] = check(key, value)
         self.save()
 
-    def unset(self, key: str) -> None:
+    def unset(self, key: str) -> bool:
+        """Remove ``key`` from config.json; whether the file held it."""
+        held = key in self._file
         self._file.pop(key, None)
         self.save()
+        return held
 
     def save(self) -> None:
         private_dir(self.home)

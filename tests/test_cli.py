@@ -220,6 +220,21 @@ def test_status_store_counts_line_up(home: Path, repo: Path, facts) -> None:
         assert len({column(line) for line in lines}) == 1, lines
 
 
+def test_settings_unset_of_a_mistyped_key_says_so(home: Path, repo: Path) -> None:
+    """"reset to its default" for a typo would hide that the meant setting is still set; a key
+    that config.json holds but realmem no longer knows can still be removed."""
+    ok(home, repo, "settings", "set", "gate.importance", "0.9")
+    p = run(home, repo, "settings", "unset", "gate.importanc")
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == "realmem: unknown setting 'gate.importanc'; see `realmem settings show`\n"
+    assert json.loads((home / "config.json").read_text())["gate.importance"] == 0.9
+    data = json.loads((home / "config.json").read_text())
+    (home / "config.json").write_text(json.dumps({**data, "old.setting": 1}))
+    assert ok(home, repo, "settings", "unset", "old.setting").stdout == "old.setting removed from config.json.\n"
+    assert ok(home, repo, "settings", "unset", "gate.importance").stdout == "gate.importance reset to its default.\n"
+    assert json.loads((home / "config.json").read_text()) == {}
+
+
 # --- --max-questions ----------------------------------------------------------------------------
 
 def judge_requests(s1) -> list[int]:  # type: ignore[no-untyped-def]
