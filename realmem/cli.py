@@ -453,6 +453,7 @@ def settings() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def settings_show(c: Ctx, as_json: bool) -> None:
+    """Every setting: section, value (keys masked), source (default, file, env)."""
     from realmem.render import table
     from realmem.settings import describe
     items = describe(Config(home_dir(c.home)))
@@ -470,6 +471,7 @@ def settings_show(c: Ctx, as_json: bool) -> None:
 @click.argument("value")
 @pass_ctx
 def settings_set(c: Ctx, key: str, value: str) -> None:
+    """Set KEY to VALUE in config.json (keys may be $VAR or env:VAR)."""
     if key not in DEFAULTS:
         _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
     Config(home_dir(c.home)).set(key, value)
@@ -480,6 +482,7 @@ def settings_set(c: Ctx, key: str, value: str) -> None:
 @click.argument("key")
 @pass_ctx
 def settings_unset(c: Ctx, key: str) -> None:
+    """Reset KEY to its default (remove it from config.json)."""
     held = Config(home_dir(c.home)).unset(key)
     if key in DEFAULTS:
         click.echo(f"{key} reset to its default.")
