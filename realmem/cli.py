@@ -576,7 +576,7 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
     if not st.ignored:
         click.echo(".pi/realmem is not ignored by git: shared memories will be committed.")
         return
-    click.echo(st.warning() or "")
+    click.echo(st.warning(hint=check_only) or "")
     if check_only:
         sys.exit(1)
     if st.fix is None:

@@ -103,14 +103,17 @@ class IgnoreStatus:
     rule: IgnoreRule | None
     fix: Fix | None
 
-    def warning(self) -> str | None:
-        """One short user-facing warning, or None when the store will be committed."""
+    def warning(self, *, hint: bool = True) -> str | None:
+        """One short user-facing warning, or None when the store will be committed; ``hint``
+        names the command that fixes it (not wanted inside that command)."""
         if not self.ignored:
             return None
         by = f" ({self.rule.ref()})" if self.rule is not None else ""
         head = f"Shared memories in {STORE} are ignored by git{by} and will not be committed."
         if self.fix is None:
             return f"{head} No automatic fix was found; re-include {STORE} by hand."
+        if not hint:
+            return head
         # A nested rule is fixed in its own file; every other fix goes into root/.gitignore.
         target = ".gitignore"
         if self.rule is not None and self.rule.kind == "nested":

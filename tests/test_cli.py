@@ -235,6 +235,18 @@ def test_settings_unset_of_a_mistyped_key_says_so(home: Path, repo: Path) -> Non
     assert json.loads((home / "config.json").read_text()) == {}
 
 
+def test_fix_gitignore_shows_the_fix_once(home: Path, repo: Path) -> None:
+    """The command itself says what it appends; the warning does not also tell the user to run
+    "/realmem fix-gitignore" (a Pi command) from inside that very command."""
+    (repo / ".gitignore").write_text(".pi/\n", encoding="utf-8")
+    p = ok(home, repo, "fix-gitignore", "--yes")
+    assert p.stdout == ("Shared memories in .pi/realmem are ignored by git (.gitignore:1: .pi/) and will not be "
+                        "committed.\n"
+                        f"Fix: append to {repo / '.gitignore'}:\n"
+                        "  !/.pi/\n  /.pi/*\n  !/.pi/realmem/\n  !/.pi/realmem/**\n"
+                        "Fixed: .pi/realmem is no longer ignored.\n")
+
+
 # --- --max-questions ----------------------------------------------------------------------------
 
 def judge_requests(s1) -> list[int]:  # type: ignore[no-untyped-def]
