@@ -1,27 +1,35 @@
 """The application: opens REALMEM_HOME for a working directory and is the only writer.
 
-Every change goes through ``emit``: under the write lease lock, append the events and apply
-them to the tables in one SQLite transaction, then bring the fact files in line.  A crash
-between the commit and the file write heals on the next open (``catch_up_files``).
+Every change goes through ``emit``: under the write lease lock, first bring the fact files
+in line with the log (a writer killed after its commit left them behind), then append the
+events and apply them to the tables in one SQLite transaction, then write the fact files.
+
+Writes are versioned, as event-sourced systems do them: a change is decided on the version
+(``last_seq``) of the memory it read, and the append checks that version inside its
+transaction, under the lease.  An edit, move, approval or forget of a memory that is gone is
+refused ("not found"), so a forgotten memory never comes back.  The lease carries a fencing
+generation: the append and every file write check it, so a holder paused past its lease
+writes nothing, and the file projection's position is recorded only for files written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 import structlog
 
-from realmem import db, fsutil, ids
+from realmem import db, faults, fsutil, ids
 from realmem.config import Config, home_dir
 from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.events.types import Envelope, Key
-from realmem.lock import LeaseLock
+from realmem.lock import LeaseLock, LockTimeout
 from realmem.project import GLOBAL, Project, detect, store_kind
 from realmem.projections import files, tables
 from realmem.projections.state import SMALL_TABLES, Memory, State, apply
@@ -36,11 +44,39 @@ ESCAPE_MEMO_SECONDS = 1.0  # a symlink swapped under a running process is notice
 # bookkeeping must be among them: a candidate is queued precisely when that lock is busy.
 TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued,
               ev.CandidateRetried, ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported,
-              ev.ImportStarted, ev.FileProblem)
+              ev.ImportStarted, ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
+
+# Events that change an existing memory: refused when the memory is gone by the time they
+# are appended (a forget won the race), so they never bring it back.
+NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryForgotten)
 
 
 class RealmemError(Exception):
     """A refusal or not-found the user should see (exit code 1)."""
+
+
+class NotFound(RealmemError):
+    """The memory a change was decided on is gone (forgotten or moved meanwhile)."""
+
+
+class ChangedMeanwhile(RealmemError):
+    """The memory changed after the change was decided on it; nothing was written."""
+
+
+class LeaseLost(RealmemError):
+    """This process lost the write lease (paused past its ttl) before appending: nothing was
+    written, and another process may have written since."""
+
+
+class WriteBusy(RealmemError, LockTimeout):
+    """The write lease stayed busy past gate.lockWaitSeconds.  A refusal the user sees (exit
+    1, rpc code 1), never a traceback; ``remember`` queues its candidate instead."""
+
+    def __init__(self, exc: LockTimeout) -> None:
+        h = exc.holder
+        who = f"pid {h['pid']} on {h['host']}" if h else "another process"
+        RealmemError.__init__(self, f"busy: {who} is writing to realmem; nothing was changed, try again")
+        self.holder = h
 
 
 class Realmem:
@@ -52,7 +88,8 @@ class Realmem:
         self.config = config or Config(home)
         self.db_path = home / "realmem.sqlite"
         self.conn = db.connect(self.db_path)
-        self.lock = LeaseLock(self.db_path, "write")
+        ttl = float(self.config["gate.leaseSeconds"])
+        self.lock = LeaseLock(self.db_path, "write", ttl=ttl, heartbeat=ttl / 6)
         self.project: Project | None = detect(self.cwd)
         self.store_dirs: dict[str, Path] = {}
         self.store_roots: dict[str, Path | None] = {}  # a project store's project root
@@ -66,7 +103,7 @@ class Realmem:
         app = cls(home_dir(home), Path(cwd or os.getcwd()), session=session)
         app.catch_up_tables()
         app.register_stores()
-        app.catch_up_files()
+        app.heal_files()
         if scan:
             from realmem.observe import scan_stores
             scan_stores(app)
@@ -98,7 +135,19 @@ class Realmem:
             self._write_project_json(p)
             if p.key.startswith("git-"):
                 from realmem.observe import migrate_path_store
-                migrate_path_store(self, p)
+                try:
+                    with self.write_lease(0):
+                        migrate_path_store(self, p)
+                except WriteBusy:
+                    logger.info("rekey.deferred", project_key=p.key, reason="write lease busy")
+                self._rekey_pending(p)
+
+    def _rekey_pending(self, p: Project) -> None:
+        """Queued candidates follow the project to its git key, as the personal store does."""
+        rows = self.conn.execute("SELECT candidate_id FROM pending WHERE project_key=?", (p.path_key,)).fetchall()
+        if rows:
+            self.emit([ev.CandidateMoved(cid, p.key, str(p.root)) for (cid,) in rows])
+            logger.info("queue.rekeyed", old=p.path_key, project_key=p.key, count=len(rows))
 
     def _write_project_json(self, p: Project) -> None:
         if self.store_escape(p.personal_store):
@@ -222,21 +271,25 @@ class Realmem:
 
     # --- writing -------------------------------------------------------------------------
 
-    def emit(self, events: Iterable[ev.Event], *, lock_timeout: float | None = None) -> list[Envelope]:
+    def emit(self, events: Iterable[ev.Event], *, lock_timeout: float | None = None,
+             expect: Mapping[Key, int] | None = None) -> list[Envelope]:
         """Append events and apply them to every projection.  Table-only events skip the lease
-        lock (they never touch files); everything else holds it."""
+        lock (they never touch files); everything else holds it.  ``expect``: the version
+        (``last_seq``) each memory had when the change was decided; a different one raises
+        ChangedMeanwhile and appends nothing."""
         events = list(events)
         if not events:
             return []
         if all(isinstance(e, TABLE_ONLY) for e in events):
             return self._append_and_apply(events)[0]
         self._refuse_escaped(events)
-        timeout = self.config["gate.lockWaitSeconds"] if lock_timeout is None else lock_timeout
-        with self.lock.hold(timeout):
+        with self.write_lease(lock_timeout):
             events = self._claim_file_names(events)
-            envs, before, after, keys = self._append_and_apply(events)
-            self._apply_files(before, after, keys)
-            self._set_state("files", envs[-1].seq)
+            envs, before, after, keys = self._append_and_apply(events, expect=expect or {}, fenced=True)
+            faults.point("after-commit")
+            if self._apply_files(before, after, keys):
+                faults.point("before-position")
+                self._set_state("files", envs[-1].seq)
         return envs
 
     def _refuse_escaped(self, events: list[ev.Event]) -> None:
@@ -248,6 +301,34 @@ class Realmem:
             for store, _ in e.keys():
                 if (escape := self.store_escape(store)) is not None:
                     raise RealmemError(escape)
+
+    @contextlib.contextmanager
+    def write_lease(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the write lease (reentrant), the file projection caught up with the log first:
+        whichever process writes next heals what a killed writer left behind.  A lease still
+        busy after ``timeout`` (default gate.lockWaitSeconds) raises WriteBusy."""
+        wait = float(self.config["gate.lockWaitSeconds"]) if timeout is None else timeout
+        try:
+            self.lock.acquire(wait)
+        except LockTimeout as exc:
+            raise WriteBusy(exc) from None
+        try:
+            faults.point("lease-taken")
+            self.catch_up_files()
+            yield
+        finally:
+            self.lock.release()
+
+    def heal_files(self) -> None:
+        """On open: catch the fact files up if a writer left them behind, unless the lease is
+        busy (its holder heals them before it writes; a reader is served from the tables)."""
+        if self.projection_seq("files") >= self.projection_seq("tables"):
+            return
+        try:
+            with self.write_lease(0):
+                pass
+        except WriteBusy:
+            logger.info("files.heal_deferred", reason="write lease busy")
 
     def _claim_file_names(self, events: list[ev.Event]) -> list[ev.Event]:
         """File names are picked before the lock is taken, so another process may have used
@@ -273,22 +354,30 @@ class Realmem:
             out.append(e)
         return out
 
-    def _append_and_apply(self, events: list[ev.Event]) -> tuple[list[Envelope], State, State, set[Key]]:
+    def _append_and_apply(self, events: list[ev.Event], *, expect: Mapping[Key, int] | None = None,
+                          fenced: bool = False) -> tuple[list[Envelope], State, State, set[Key]]:
         keys: set[Key] = set()
         small: set[str] = set()
         for e in events:
             keys.update(e.keys())
             small.update(name for name, types in SMALL_TABLES.items() if isinstance(e, types))
+        expect = dict(expect or {})
         with db.transaction(self.conn):
+            # The fence is read in this transaction, so no takeover can slip in before the commit.
+            if fenced and self.lock.fenced(self.conn):
+                raise LeaseLost("this process lost the write lease while it was paused; nothing was written, "
+                                "try again")
             self._catch_up_tables()
             state = tables.load(self.conn, keys, small)
             before = State(memories={k: _copy(m) for k, m in state.memories.items()})
             envs = []
             for e in events:
+                _check_version(state, e, expect)
                 env = log.append(self.conn, e, session=self.session)
                 apply(state, env)
                 envs.append(env)
             tables.save(self.conn, state, keys, small)
+            faults.point("before-commit")
             files_current = self.projection_seq("files") >= self.projection_seq("tables")
             self._set_state("tables", envs[-1].seq)
             if files_current and all(isinstance(e, TABLE_ONLY) for e in events):
@@ -297,18 +386,36 @@ class Realmem:
             self._load_store_dirs()
         return envs, before, state, keys
 
-    def _apply_files(self, before: State, after: State, keys: Iterable[Key]) -> None:
+    def _apply_files(self, before: State, after: State, keys: Iterable[Key]) -> bool:
+        """Write the files of a committed change; False if the lease was lost on the way (the
+        rest is left to the next writer's catch-up)."""
         for key in keys:
             old, new = before.memories.get(key), after.memories.get(key)
             if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
                 continue  # unchanged: never rewrite a file someone may have edited since the last scan
             if new is not None:
+                if not self._fence_ok(new.store, new.file):
+                    return False
                 files.write(self.store_dir(new.store), new.file, new.text)
                 self.record_stat(new.store, new.file)
+                faults.point("after-file")
             # A rename (new caption) or move: the new file exists before the old one goes, so a
             # crash in between leaves the memory readable (catch-up removes the old name).
             if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
+                if not self._fence_ok(old.store, old.file):
+                    return False
                 self._delete_file(old.store, old.file, old.id)
+                faults.point("after-file")
+        return True
+
+    def _fence_ok(self, store: str, name: str) -> bool:
+        """Right before a file write: the lease is still ours (fencing generation), so no newer
+        writer can have written since; a lost lease stops this process's file writes."""
+        if not self.lock.fenced():
+            return True
+        logger.warning("write.fenced", store=store, file=name, generation=self.lock.generation,
+                       reason="write lease lost (paused past its ttl); the next writer projects this change")
+        return False
 
     def record_stat(self, store: str, name: str) -> None:
         """Remember the file's size and mtime so a scan need not re-read what we wrote."""
@@ -370,30 +477,35 @@ class Realmem:
             self._set_state("tables", env.seq)
 
     def catch_up_files(self) -> None:
-        """Bring fact files in line with events whose file step did not run (crash)."""
-        if self.projection_seq("files") >= self.projection_seq("tables"):
+        """Bring fact files in line with events whose file step did not run (a writer killed or
+        fenced after its commit).  Needs the write lease; writes each memory's current text,
+        never an older one, and records the position only once every file is written."""
+        self.catch_up_tables()
+        done, upto = self.projection_seq("files"), self.projection_seq("tables")
+        if done >= upto:
             return
-        with self.lock.hold(self.config["gate.lockWaitSeconds"]):
-            done, upto = self.projection_seq("files"), self.projection_seq("tables")
-            keys: set[Key] = set()
-            for env in log.read(self.conn, done, until=upto):
-                if not isinstance(env.event, TABLE_ONLY):  # these never touch files
-                    keys.update(env.event.keys())
-            for key in keys:
-                mem = self.memory(key)
-                if not self.files_reachable(key[0]):
-                    continue
-                if mem is not None:
-                    files.write(self.store_dir(key[0]), mem.file, mem.text)
-                    for name in self._file_names(key):  # a rename the crash interrupted
-                        if name != mem.file:
-                            self._delete_file(key[0], name, key[1])
-                else:
-                    name = self._last_file_name(key)
-                    if name:
-                        self._delete_file(key[0], name, key[1])
-            with db.transaction(self.conn):
-                self._set_state("files", upto)
+        keys: set[Key] = set()
+        for env in log.read(self.conn, done, until=upto):
+            if not isinstance(env.event, TABLE_ONLY):  # these never touch files
+                keys.update(env.event.keys())
+        for key in sorted(keys):
+            if not self.files_reachable(key[0]):
+                continue
+            mem = self.memory(key)
+            name = mem.file if mem is not None else self._last_file_name(key)
+            if name is None:
+                continue
+            if not self._fence_ok(key[0], name):
+                return
+            if mem is not None:
+                files.write(self.store_dir(key[0]), mem.file, mem.text)
+                self.record_stat(key[0], mem.file)
+                for old_name in self._file_names(key):  # a rename the crash interrupted
+                    if old_name != mem.file:
+                        self._delete_file(key[0], old_name, key[1])
+            else:
+                self._delete_file(key[0], name, key[1])
+        self._set_state("files", upto)
 
     def _has_store(self, store: str) -> bool:
         if store not in self.store_dirs:
@@ -438,6 +550,20 @@ class Realmem:
         text = files.render(id=mem_id, caption=caption, paths=paths, created=created, updated=now, content=content,
                             previous=previous.text if previous is not None else None)
         return ev.Fields(caption, content, list(paths), created, now, file, text)
+
+
+def _check_version(state: State, e: ev.Event, expect: dict[Key, int]) -> None:
+    """Refuse an event decided on a version of its memory that is no longer current."""
+    if not isinstance(e, NEEDS_MEMORY):
+        return
+    key = (e.store, e.id)
+    current = state.memories.get(key)
+    if current is None:
+        raise NotFound(f"memory {ids.short(e.id)} not found: it was forgotten or moved meanwhile")
+    wanted = expect.pop(key, None)  # checked once: later events in the batch build on it
+    if wanted is not None and current.last_seq != wanted:
+        raise ChangedMeanwhile(f"memory {ids.short(e.id)} changed meanwhile; nothing was written, "
+                               "look at it again and retry")
 
 
 def _copy(m: Memory) -> Memory:

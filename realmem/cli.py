@@ -283,10 +283,11 @@ def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
     """Delete memories by id (or unique prefix)."""
     from realmem import memories
     app = c.app()
-    keys = [app.resolve(v) for v in id_values]
-    memories.forget(app, keys)
+    keys, missing = memories.forget(app, [app.resolve(v) for v in id_values])
     for k in keys:
         click.echo(f"Forgot {ids.short(k[1])}")
+    if missing:
+        raise RealmemError("\n".join(missing))
 
 
 @cli.command()
@@ -402,7 +403,7 @@ def reindex(c: Ctx) -> None:
     from realmem import db
     from realmem.projections import index
     app = c.app()
-    with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
+    with app.write_lease(), db.transaction(app.conn):
         n = index.rebuild_fts(app.conn)
         index.prune_embeddings(app.conn)
         v = index.rebuild_vectors(app.conn)

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "gate.durable": 0.5,
     "gate.unsafe": 0.5,
     "gate.lockWaitSeconds": 120.0,    # queue instead of failing after this
+    "gate.leaseSeconds": 30.0,        # a write lease not renewed for this long may be taken over
     # Safety scan.
     "safety.redact": False,
     # Path notes (spec: "Shown on touch").

@@ -9,6 +9,11 @@ path", DESIGN.md section 2).
 
 The owner token is ``"<pid>:<starttime>:<uuid>"``.  The process start time (from
 ``/proc/<pid>/stat``) tells a dead holder from a new process that reused its pid.
+
+Each take of a lease gets the next *generation* (a fencing token, kept across releases in
+``lease_generations``).  A holder that was paused past its ttl may still believe it holds the
+lease when it resumes; ``fenced`` asks the database whether the row still carries our owner
+and generation, so a writer checks it right before each write it must not make late.
 """
 
 from __future__ import annotations
@@ -199,6 +204,7 @@ class LeaseLock:
         self._owner_thread: int | None = None
         self._count = 0
         self._lease: _Heartbeat | None = None
+        self.generation = 0  # the fencing token of the current (or last) take
 
     def _after_fork(self) -> None:
         """A forked child never holds its parent's lease, nor uses its connections."""
@@ -228,6 +234,21 @@ class LeaseLock:
             and lease is not None
             and not lease.lost
         )
+
+    def fenced(self, conn: apsw.Connection | None = None) -> bool:
+        """True when the calling thread may no longer write as this lease's holder: it does not
+        hold it, or the row no longer carries our owner and generation (taken over after we
+        were paused past the ttl).  ``conn``: check inside that connection's open transaction,
+        which makes the check and the caller's write one atomic step."""
+        self._after_fork()
+        if self._owner_thread != threading.get_ident() or self._lease is None:
+            return True
+        query = "SELECT 1 FROM locks WHERE name=? AND owner=? AND pid=? AND generation=?"
+        args = (self._name, self._owner, self._pid, self.generation)
+        if conn is not None:
+            return conn.execute(query, args).fetchone() is None
+        with self._db_lock:
+            return self._main_conn().execute(query, args).fetchone() is None
 
     def holder(self) -> dict[str, Any] | None:
         """The current row (whoever holds it), with ``held_for`` seconds, for status display."""
@@ -268,14 +289,20 @@ class LeaseLock:
                     reason = self._takeover_reason(row, now)
                     if reason is None:
                         return False
+                    generation = conn.execute(
+                        "INSERT INTO lease_generations(name, generation) VALUES (?, 1) ON CONFLICT(name)"
+                        " DO UPDATE SET generation=generation+1 RETURNING generation",
+                        (self._name,),
+                    ).fetchone()[0]
                     conn.execute(
                         "INSERT OR REPLACE INTO locks"
-                        " (name, owner, pid, host, acquired, heartbeat, ttl)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (self._name, self._owner, self._pid, HOST, now, now, self._ttl),
+                        " (name, owner, pid, host, acquired, heartbeat, ttl, generation)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (self._name, self._owner, self._pid, HOST, now, now, self._ttl, generation),
                     )
             except apsw.BusyError:
                 return False  # another connection is writing; poll again
+        self.generation = generation
         if row is not None and reason in ("expired", "dead"):
             log.warning(
                 "lock.taken_over",

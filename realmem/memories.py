@@ -2,6 +2,11 @@
 
 Each builds the events for one change and hands them to ``Realmem.emit``.  The remember
 gate decides *whether* to write; these functions are *how* a write happens.
+
+A change to an existing memory is decided under the write lease on the version it reads
+there, and appended with that version expected: two edits of different fields both survive
+(the second is decided on the first's result), and a memory forgotten meanwhile answers
+"not found" instead of coming back.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from realmem import ids, paths
-from realmem.app import Realmem, RealmemError
+from realmem.app import ChangedMeanwhile, NotFound, Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.project import GLOBAL, store_kind
@@ -115,19 +120,35 @@ def add(app: Realmem, caption: str, content: str, *, store: str, stored_paths: l
     return mem
 
 
+def current(app: Realmem, key: Key, version: int | None = None) -> Memory:
+    """The memory as it is now (call under the write lease); ``version``: the one the caller
+    decided on, refused if the memory changed since."""
+    m = app.memory(key)
+    if m is None:
+        raise NotFound(f"memory {ids.short(key[1])} not found: it was forgotten or moved")
+    if version is not None and m.last_seq != version:
+        raise ChangedMeanwhile(f"memory {ids.short(key[1])} changed meanwhile; nothing was written, "
+                               "look at it again and retry")
+    return m
+
+
 def edit(app: Realmem, key: Key, *, caption: str | None = None, content: str | None = None,
          stored_paths: list[str] | None = None, reason: str = "edit", absorbed: list[str] | None = None,
-         used_delta: int = 0, decision: int | None = None, extra: list[ev.Event] | None = None) -> Memory:
-    """Rewrite a memory in place (same id); ``extra`` events commit with it atomically."""
-    old = app.memory(key)
-    if old is None:
-        raise RealmemError(f"memory {ids.short(key[1])} no longer exists")
-    caption, content = validate(caption if caption is not None else old.caption,
-                                content if content is not None else old.content)
-    fields = app.new_fields(key[0], key[1], caption, content,
-                            stored_paths if stored_paths is not None else old.paths, previous=old)
-    app.emit([ev.MemoryEdited(key[0], key[1], fields, reason, absorbed or [], used_delta, decision), *(extra or [])])
-    mem = app.memory(key)
+         used_delta: int = 0, decision: int | None = None, extra: list[ev.Event] | None = None,
+         version: int | None = None) -> Memory:
+    """Rewrite a memory in place (same id); ``extra`` events commit with it atomically.  Fields
+    left None keep their current value, read under the lease, so a concurrent edit of another
+    field survives.  ``version``: the caller decided the new text on that version (a rewrite
+    or merge), so a newer one refuses instead of losing its change."""
+    with app.write_lease():
+        old = current(app, key, version)
+        caption, content = validate(caption if caption is not None else old.caption,
+                                    content if content is not None else old.content)
+        fields = app.new_fields(key[0], key[1], caption, content,
+                                stored_paths if stored_paths is not None else old.paths, previous=old)
+        app.emit([ev.MemoryEdited(key[0], key[1], fields, reason, absorbed or [], used_delta, decision),
+                  *(extra or [])], expect={key: old.last_seq})
+        mem = app.memory(key)
     assert mem is not None
     return mem
 
@@ -146,8 +167,13 @@ def edit_paths_from_input(app: Realmem, key: Key, raw_paths: list[str]) -> list[
     return out or [default_path(key[0])]
 
 
-def forget(app: Realmem, keys: list[Key], *, reason: str = "forget") -> None:
-    app.emit([ev.MemoryForgotten(store, mem_id, reason) for store, mem_id in keys])
+def forget(app: Realmem, keys: list[Key], *, reason: str = "forget") -> tuple[list[Key], list[str]]:
+    """Forget the memories that still exist; returns (forgotten, "not found" messages)."""
+    with app.write_lease():
+        gone = [k for k in keys if app.memory(k) is None]
+        kept = [k for k in dict.fromkeys(keys) if k not in gone]
+        app.emit([ev.MemoryForgotten(store, mem_id, reason) for store, mem_id in kept])
+    return kept, [f"memory {ids.short(k[1])} not found: it was already forgotten" for k in gone]
 
 
 def reinforce(app: Realmem, key: Key, *, decision: int | None = None) -> None:
@@ -156,30 +182,28 @@ def reinforce(app: Realmem, key: Key, *, decision: int | None = None) -> None:
 
 def move(app: Realmem, key: Key, to_store: str, *, reason: str = "move") -> Memory:
     """Move a memory to another store, re-expressing its paths in the target's frame."""
-    old = app.memory(key)
-    if old is None:
-        raise RealmemError(f"memory {ids.short(key[1])} no longer exists")
-    if to_store == key[0]:
-        return old
-    root = store_root(app, key[0]) or store_root(app, to_store)
-    try:
-        new_paths = paths.reexpress(old.paths, from_kind=frame(key[0]), to_kind=frame(to_store), root=root,
-                                    home=user_home())
-    except paths.PathError as exc:
-        raise RealmemError(f"cannot move: {exc}") from None
-    fields = app.new_fields(to_store, key[1], old.caption, old.content, new_paths, created=old.created,
-                            file=None, previous=None)
-    app.emit([ev.MemoryMoved(key[0], key[1], to_store, fields, reason)])
-    mem = app.memory((to_store, key[1]))
+    with app.write_lease():
+        old = current(app, key)
+        if to_store == key[0]:
+            return old
+        root = store_root(app, key[0]) or store_root(app, to_store)
+        try:
+            new_paths = paths.reexpress(old.paths, from_kind=frame(key[0]), to_kind=frame(to_store), root=root,
+                                        home=user_home())
+        except paths.PathError as exc:
+            raise RealmemError(f"cannot move: {exc}") from None
+        fields = app.new_fields(to_store, key[1], old.caption, old.content, new_paths, created=old.created,
+                                file=None, previous=None)
+        app.emit([ev.MemoryMoved(key[0], key[1], to_store, fields, reason)], expect={key: old.last_seq})
+        mem = app.memory((to_store, key[1]))
     assert mem is not None
     return mem
 
 
 def approve(app: Realmem, key: Key) -> None:
     """Release a quarantined memory so the model may see it."""
-    m = app.memory(key)
-    if m is None:
-        raise RealmemError(f"memory {ids.short(key[1])} no longer exists")
-    if m.quarantined is None:
-        raise RealmemError(f"memory {ids.short(key[1])} is not quarantined")
-    app.emit([ev.MemoryApproved(key[0], key[1])])
+    with app.write_lease():
+        m = current(app, key)
+        if m.quarantined is None:
+            raise RealmemError(f"memory {ids.short(key[1])} is not quarantined")
+        app.emit([ev.MemoryApproved(key[0], key[1])], expect={key: m.last_seq})

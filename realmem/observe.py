@@ -20,6 +20,7 @@ from realmem import ids, memories
 from realmem.events import types as ev
 from realmem.events.store import now_iso
 from realmem.fsutil import NotRegularFile, file_kind, read_regular
+from realmem.lock import LockTimeout
 from realmem.projections import files
 from realmem.safety import scan_memory
 
@@ -34,17 +35,28 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def scan_stores(app: "Realmem", stores: list[str] | None = None) -> list[ev.Envelope]:
-    """Scan the visible stores; returns the events recorded."""
+def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float = 0.0) -> list[ev.Envelope]:
+    """Scan the visible stores; returns the events recorded.
+
+    The scan itself only reads.  A store whose files differ from the tables is scanned again
+    under the write lease (its files caught up with the log first, so a file a killed writer
+    never wrote is not taken for a deletion) to record what changed.  When the lease stays
+    busy for ``wait`` seconds the last projected state is served, and a later scan records it.
+    """
     out: list[ev.Envelope] = []
     for store in stores or app.visible_stores():
-        with app.lock.hold(app.config["gate.lockWaitSeconds"]):
-            app.catch_up_files()
-            events, seen = _scan_store(app, store)
-            if events:
-                out.extend(app.emit(events))
-            with app.conn:
-                _remember_stats(app, store, seen)
+        events, seen = _scan_store(app, store)
+        if events:
+            try:
+                with app.write_lease(wait):
+                    events, seen = _scan_store(app, store)
+                    if events:
+                        out.extend(app.emit(events))
+            except LockTimeout:
+                logger.info("scan.deferred", store=store, reason="write lease busy")
+                continue
+        with app.conn:
+            _remember_stats(app, store, seen)
     return out
 
 

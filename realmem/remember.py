@@ -192,7 +192,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
         _background(app, outcome)
         return outcome
     try:
-        with app.lock.hold(float(app.config["gate.lockWaitSeconds"])):
+        with app.write_lease():
             if plan.action in ("edit", "merge", "widen", "reinforce") and plan.target is not None:
                 from realmem.observe import scan_stores
                 scan_stores(app, [plan.target[0]])  # a hand edit must not be overwritten

@@ -23,6 +23,7 @@ from realmem import __version__, ids, logs
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import Config, ConfigError, home_dir
+from realmem.lock import LockTimeout
 from realmem.words import count
 
 logger = structlog.get_logger("realmem.rpc")
@@ -213,7 +214,7 @@ class Server:
             err = {"code": 1, "message": str(exc)}
         except (RpcError,) as exc:
             err = {"code": exc.code, "message": str(exc)}
-        except (EndpointError, EndpointUnavailable) as exc:  # not set, unreachable, bad answer: the user's to fix
+        except (EndpointError, EndpointUnavailable, LockTimeout) as exc:  # the user's to fix, or to retry
             err = {"code": 1, "message": str(exc)}
         except (ConfigError, ValueError, TypeError, KeyError) as exc:
             logger.warning("rpc usage error", method=method, error=str(exc))
@@ -432,7 +433,7 @@ class Server:
         from realmem import db
         from realmem.projections import index
         app = self.app(p)
-        with app.lock.hold(app.config["gate.lockWaitSeconds"]), db.transaction(app.conn):
+        with app.write_lease(), db.transaction(app.conn):
             n = index.rebuild_fts(app.conn)
             index.prune_embeddings(app.conn)
             v = index.rebuild_vectors(app.conn)

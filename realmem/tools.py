@@ -48,7 +48,8 @@ def forget(app: Realmem, id_values: Sequence[str]) -> dict[str, Any]:
         except RealmemError as exc:
             errors.append(str(exc))
     if keys:
-        memories.forget(app, keys)
+        keys, missing = memories.forget(app, keys)
+        errors.extend(missing)
     done = [f"Forgot {count(len(keys), 'memory')}: "
             + ", ".join(ids.short(k[1]) for k in keys)] if keys else []
     text = "\n".join(done + errors) or "Nothing forgotten."

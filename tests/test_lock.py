@@ -128,7 +128,7 @@ def insert_row(db: Path, owner: str, pid: int, host: str, heartbeat: float, ttl:
     conn = connect(db, migrate=False)
     try:
         conn.execute(
-            "INSERT INTO locks VALUES ('write', ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO locks (name, owner, pid, host, acquired, heartbeat, ttl) VALUES ('write', ?, ?, ?, ?, ?, ?)",
             (owner, pid, host, heartbeat, heartbeat, ttl),
         )
     finally:

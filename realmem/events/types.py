@@ -257,6 +257,17 @@ class CandidateRetried(Event):
 
 
 @attrs.frozen
+class CandidateMoved(Event):
+    """A queued candidate follows its project to a new key (a repository's first commit turns
+    the path key into the git key), exactly as the personal store does."""
+
+    TYPE: ClassVar[str] = "candidate_moved"
+    candidate_id: str
+    project_key: str | None
+    cwd: str
+
+
+@attrs.frozen
 class CandidateDone(Event):
     TYPE: ClassVar[str] = "candidate_done"
     candidate_id: str
@@ -285,7 +296,7 @@ TYPES: dict[str, type[Event]] = {
         StoreRegistered, MemoryAdded, MemoryEdited, MemoryForgotten, MemoryMoved,
         FileObserved, FileProblem, MemoryApproved, Reinforced, RecallHit, PathNotesShown,
         UrgencyJudged, PathsChecked, Decided, CandidateQueued, CandidateRetried,
-        CandidateDone, ContextImported, ImportStarted,
+        CandidateMoved, CandidateDone, ContextImported, ImportStarted,
     )
 }
 

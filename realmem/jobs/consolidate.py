@@ -626,7 +626,7 @@ def _skip(plan: _Plan, keys: list[Key], stale: list[Key]) -> list[Change]:
 def apply(app: Realmem, plan: _Plan) -> list[Change]:
     """Write the plan, group by group, each one atomic emit; stale groups are skipped."""
     changes: list[Change] = []
-    with app.lock.hold(app.config["gate.lockWaitSeconds"]):
+    with app.write_lease():
         for key, decision, change in plan.forgets:
             stale = _stale(app, plan, [key])
             if stale:

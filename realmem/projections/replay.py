@@ -71,16 +71,17 @@ def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
         tables.clear(conn)
         tables.save_all(conn, state)
         index.prune_token_cache(conn)
-        for name in ("tables", "files"):
-            conn.execute("INSERT INTO projection_state(name, seq) VALUES (?,?) "
-                         "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq", (name, last))
+        # The files' position is recorded by the caller once it has written them.
+        conn.execute("INSERT INTO projection_state(name, seq) VALUES ('tables', ?) "
+                     "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq", (last,))
 
 
 def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     start = time.perf_counter()
-    with app.lock.hold(app.config["gate.lockWaitSeconds"]):
+    with app.write_lease():
         state, touched, n, names = fold(app.conn, progress)
-        _write_tables(app.conn, state, log.last_seq(app.conn))
+        last = log.last_seq(app.conn)
+        _write_tables(app.conn, state, last)
         app._load_store_dirs()
         report = ReplayReport(n, len(state.memories), 0.0)
         stats = []
@@ -109,6 +110,7 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
         with db.transaction(app.conn):
             app.conn.execute("DELETE FROM file_stats")
             app.conn.executemany("INSERT OR REPLACE INTO file_stats VALUES (?,?,?,?)", stats)
+            app._set_state("files", last)
     report.seconds = time.perf_counter() - start
     return report
 

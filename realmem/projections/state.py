@@ -206,6 +206,11 @@ def apply(state: State, env: Envelope) -> None:
             p.attempts += 1
             p.reason = e.reason
             p.next_try = e.next_try
+    elif isinstance(e, ev.CandidateMoved):
+        p = state.pending.get(e.candidate_id)
+        if p is not None:
+            p.project_key, p.cwd = e.project_key, e.cwd
+            p.payload = {**p.payload, "project_key": e.project_key, "cwd": e.cwd}
     elif isinstance(e, ev.CandidateDone):
         state.pending.pop(e.candidate_id, None)
     elif isinstance(e, ev.ContextImported):
@@ -216,7 +221,7 @@ def apply(state: State, env: Envelope) -> None:
 # Which small, whole-table parts of the state an event type can change.
 SMALL_TABLES: dict[str, tuple[type[ev.Event], ...]] = {
     "stores": (ev.StoreRegistered,),
-    "pending": (ev.CandidateQueued, ev.CandidateRetried, ev.CandidateDone),
+    "pending": (ev.CandidateQueued, ev.CandidateRetried, ev.CandidateMoved, ev.CandidateDone),
     "imported": (ev.ContextImported,),
     "problems": (ev.FileProblem, ev.FileObserved, ev.MemoryAdded, ev.MemoryEdited),
 }
