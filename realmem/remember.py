@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -34,13 +35,16 @@ from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
 from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.events.types import Key
-from realmem.lock import LockTimeout
+from realmem.lock import LeaseLock, LockTimeout
 from realmem.project import store_kind
 from realmem.projections import files, index
 from realmem.projections.state import Memory
 from realmem.words import count
 
 logger = structlog.get_logger("realmem.remember")
+
+# How long a retry waits for a candidate another process is processing before skipping it.
+CLAIM_WAIT_SECONDS = 1.0
 
 MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryMoved, ev.FileObserved,
                  ev.MemoryApproved)
@@ -116,7 +120,7 @@ def _ref(m: Memory) -> str:
     return f"[{ids.short(m.id)}] {m.caption}"
 
 
-def _next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
+def next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
     base = float(app.config["queue.baseBackoffSeconds"])
     cap = float(app.config["queue.maxBackoffSeconds"])
     delay = min(cap, base * (2 ** attempts))
@@ -209,28 +213,48 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
 
 
 def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
-    """Process this project's queued candidates that are due (``force``: all of them)."""
+    """Process this project's queued candidates that are due (``force``: all of them).
+
+    Each candidate is claimed first (a lease named after it), then checked to be still
+    queued, so two processes retrying at once (two ``realmem retry``, or one beside the
+    worker) never process one candidate twice: the loser skips it."""
     key = _project_key(app)
-    rows = app.conn.execute("SELECT candidate_id, payload, next_try FROM pending WHERE project_key IS ? "
+    rows = app.conn.execute("SELECT candidate_id, next_try FROM pending WHERE project_key IS ? "
                             "ORDER BY queued_seq", (key,)).fetchall()
     now = log.now_iso()
-    due = [(cid, payload) for cid, payload, next_try in rows if force or next_try <= now]
+    due = [cid for cid, next_try_at in rows if force or next_try_at <= now]
     out: list[Outcome] = []
-    import json
-    for i, (cid, payload) in enumerate(due, 1):
-        p = json.loads(payload)
-        try:
-            o = remember(app, p["caption"], p["content"], scope=p.get("scope"), paths=p.get("paths") or [],
-                         user_requested=bool(p.get("user_requested")), source=p.get("source") or "remember",
-                         candidate_id=cid)
-        except RealmemError as exc:
-            # The candidate can never be written (e.g. its scope no longer exists): drop it.
-            app.emit([ev.CandidateDone(cid, f"error: {exc}")])
-            o = Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
-        out.append(o)
+    for i, cid in enumerate(due, 1):
+        o = _retry_claimed(app, cid, force=force, now=now)
+        if o is not None:
+            out.append(o)
         if progress:
             progress(i, len(due))
     return out
+
+
+def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome | None:
+    claim = LeaseLock(app.db_path, f"candidate:{cid}")
+    try:
+        claim.acquire(CLAIM_WAIT_SECONDS)
+    except LockTimeout:
+        logger.info("retry.claimed_elsewhere", candidate=cid, project_key=_project_key(app))
+        return None
+    try:
+        row = app.conn.execute("SELECT payload, next_try FROM pending WHERE candidate_id=?", (cid,)).fetchone()
+        if row is None or not (force or row[1] <= now):
+            return None  # done or rescheduled by whoever held the claim before us
+        p = json.loads(row[0])
+        try:
+            return remember(app, p["caption"], p["content"], scope=p.get("scope"), paths=p.get("paths") or [],
+                            user_requested=bool(p.get("user_requested")), source=p.get("source") or "remember",
+                            candidate_id=cid)
+        except RealmemError as exc:
+            # The candidate can never be written (e.g. its scope no longer exists): drop it.
+            app.emit([ev.CandidateDone(cid, f"error: {exc}")])
+            return Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
+    finally:
+        claim.release()
 
 
 # --- planning -----------------------------------------------------------------------------------
@@ -502,11 +526,11 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], war
     trace["decision"] = {**trace.get("decision", {}), "action": "queue", "rule": plan.rule, "reason": plan.reason}
     if row is not None:
         events: list[ev.Event] = [ev.CandidateRetried(cand.candidate_id, plan.reason,
-                                                      _next_try(app, row[0] + 1, plan.retry_after))]
+                                                      next_try(app, row[0] + 1, plan.retry_after))]
     else:
         events = [ev.Decided(cand.candidate_id, pk, "queue", plan.rule, None, _jsonable(trace)),
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
-                                     _next_try(app, 0, plan.retry_after))]
+                                     next_try(app, 0, plan.retry_after))]
     app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
     if "not configured" in plan.reason:
         text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
@@ -602,7 +626,6 @@ def _background(app: Realmem, outcome: Outcome) -> None:
 
 def _jsonable(value: Any) -> Any:
     """The trace as plain JSON values (answers may hold tuples or attrs objects)."""
-    import json
     return json.loads(json.dumps(value, default=str))
 
 

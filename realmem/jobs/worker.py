@@ -39,12 +39,19 @@ def _config(home: Path):  # type: ignore[no-untyped-def]
     return Config(home)
 
 
+# A candidate whose project is gone is rescheduled with the usual backoff this many times
+# (the checkout may come back: a remounted disk, a branch switched back), then dropped.
+GONE_ATTEMPTS = 8
+
+
 def retry_due(home: Path, *, force: bool = False) -> int:
     """Retry every project's due candidates (each opened in its own project); returns how many
-    candidates were attempted."""
+    candidates were attempted.  A candidate whose project directory is gone, or now holds
+    another project, is rescheduled with backoff and in the end dropped with the reason
+    recorded, so it never comes back due at once (the worker would spin on it)."""
     from realmem.app import Realmem
     from realmem.events import store as evlog
-    from realmem.project import detect
+    from realmem.project import detect, forget_cache
     from realmem.remember import retry
     cfg = _config(home)
     if not cfg["semif.url"] and not _any_user_requested(home):
@@ -53,25 +60,27 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     try:
         now = evlog.now_iso()
         rows = conn_app.conn.execute(
-            "SELECT project_key, cwd, payload FROM pending WHERE ? OR next_try <= ? ORDER BY queued_seq",
-            (1 if force else 0, now)).fetchall()
+            "SELECT candidate_id, project_key, cwd, attempts FROM pending WHERE ? OR next_try <= ? "
+            "ORDER BY queued_seq", (1 if force else 0, now)).fetchall()
+        projects: dict[str | None, str] = {}
+        gone: dict[str | None, tuple[str, list[tuple[str, int]]]] = {}
+        forget_cache()  # a long-lived worker must see a first commit made since it started
+        for cid, key, cwd, attempts in rows:
+            if key in projects:
+                continue
+            reason = _project_gone(detect, key, cwd)
+            if reason is None:
+                projects[key] = cwd
+            else:
+                gone.setdefault(key, (reason, []))[1].append((cid, attempts))
+        for key, (reason, cands) in gone.items():
+            _reschedule_or_drop(conn_app, key, reason, cands)
     finally:
         conn_app.close()
-    projects: dict[str | None, str] = {}
-    for key, cwd, _payload in rows:
-        if key not in projects and Path(cwd).is_dir():
-            projects[key] = cwd
     attempted = 0
     for key, cwd in projects.items():
         try:
-            if detect(Path(cwd)).key != key:
-                log.warning("retry.project_moved", project_key=key)
-                continue
-        except Exception as exc:
-            log.warning("retry.project_unreadable", error=str(exc))
-            continue
-        try:
-            app = Realmem.open(home, cwd)
+            app = Realmem.open(home, cwd)  # re-keys a path key that became a git key
         except LockTimeout:
             continue
         try:
@@ -79,6 +88,33 @@ def retry_due(home: Path, *, force: bool = False) -> int:
         finally:
             app.close()
     return attempted
+
+
+def _project_gone(detect, key: str | None, cwd: str) -> str | None:  # type: ignore[no-untyped-def]
+    """Why a queued candidate's project cannot be opened now, or None if it can."""
+    if not Path(cwd).is_dir():
+        return f"its project directory {cwd} is gone"
+    try:
+        project = detect(Path(cwd))
+    except Exception as exc:
+        return f"its project at {cwd} cannot be read: {exc}"
+    if project.key != key and project.path_key != key:  # the path key moves to the git key on open
+        return f"{cwd} now holds another project ({project.key})"
+    return None
+
+
+def _reschedule_or_drop(app, key: str | None, reason: str, cands: list[tuple[str, int]]) -> None:  # type: ignore[no-untyped-def]
+    from realmem.events import types as ev
+    from realmem.remember import next_try
+    events: list[ev.Event] = []
+    for cid, attempts in cands:
+        if attempts + 1 >= GONE_ATTEMPTS:
+            events.append(ev.CandidateDone(cid, f"dropped: {reason}"))
+            log.warning("retry.dropped", project_key=key, candidate=cid, reason=reason, attempts=attempts + 1)
+        else:
+            events.append(ev.CandidateRetried(cid, reason, next_try(app, attempts + 1, None)))
+            log.info("retry.rescheduled", project_key=key, candidate=cid, reason=reason, attempts=attempts + 1)
+    app.emit(events)  # table-only: no lease needed
 
 
 def _any_user_requested(home: Path) -> bool:
