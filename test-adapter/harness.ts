@@ -5,6 +5,7 @@
  * so nothing touches the real ~/.pi.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { readdirSync, readFileSync, realpathSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -99,7 +100,12 @@ export async function createEnv(files: Record<string, string> = {}): Promise<Tes
 		agentDir: join(root, "agent"),
 		sessionDir: join(root, "agent", "sessions"),
 		cwd: join(root, "project"),
-		cleanup: () => rm(root, { recursive: true, force: true }),
+		// Stop (and wait for) the workers session_start spawned before removing their home: a
+		// worker still writing its log or database into realmem-home fails the rm (ENOTEMPTY).
+		cleanup: async () => {
+			await stopWorkers(env.realmemHome);
+			await rm(root, { recursive: true, force: true });
+		},
 	};
 	for (const dir of [env.home, env.realmemHome, env.agentDir, env.sessionDir, env.cwd]) await mkdir(dir, { recursive: true });
 	process.env.HOME = env.home;
@@ -124,6 +130,54 @@ export async function createEnv(files: Record<string, string> = {}): Promise<Tes
 	git("add", "-A");
 	git("commit", "-q", "-m", "initial");
 	return env;
+}
+
+/** Pids of `realmem worker` processes serving `realmemHome`. They run detached (a new session,
+ * reaped by the rpc child that spawned them), so they are found by their command line. */
+function workerPids(realmemHome: string): number[] {
+	const home = realpathSync(realmemHome);
+	const pids: number[] = [];
+	for (const name of readdirSync("/proc")) {
+		if (!/^\d+$/.test(name)) continue;
+		let args: string[];
+		try {
+			args = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0");
+		} catch {
+			continue; // exited meanwhile
+		}
+		const at = args.indexOf("--home");
+		if (at >= 0 && args[at + 1] === home && args.includes("worker")) pids.push(Number(name));
+	}
+	return pids;
+}
+
+function exited(pid: number): boolean {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+		return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z"); // a zombie writes nothing
+	} catch {
+		return true;
+	}
+}
+
+/** SIGTERM every worker of this home and wait until each has exited (SIGKILL if one lingers). */
+async function stopWorkers(realmemHome: string): Promise<void> {
+	const pids = workerPids(realmemHome);
+	for (const pid of pids) {
+		try {
+			process.kill(pid, "SIGTERM");
+		} catch {
+			// already gone
+		}
+	}
+	for (const pid of pids) {
+		try {
+			await waitFor(() => exited(pid), `worker ${pid} to stop`, 30_000);
+		} catch {
+			process.kill(pid, "SIGKILL");
+			await waitFor(() => exited(pid), `worker ${pid} to die`, 30_000);
+		}
+	}
 }
 
 export interface Notification {

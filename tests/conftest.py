@@ -7,11 +7,13 @@ tests of every part of realmem use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
 import string
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,11 +39,34 @@ def worker_pids(under: Path) -> set[int]:
 
 
 def kill_workers(under: Path) -> None:
-    for pid in worker_pids(under):
+    """Stop every worker under ``under`` and wait until each has exited, so nothing still
+    writes into a directory the test is about to remove."""
+    pids = worker_pids(under)
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+    for pid in pids:
+        _wait_gone(pid)
+
+
+def _wait_gone(pid: int) -> None:
+    """Until ``pid`` is gone or a zombie (it writes nothing more); SIGKILL if SIGTERM is not
+    enough within the liveness bound.  Workers are detached: not ours to reap."""
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            data = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            return
+        if data[data.rindex(b")") + 2:].startswith(b"Z"):
+            return
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30.0
+        time.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)
