@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rpc import WAIT, Child
+from test_rpc import WAIT, Child, Gate
 
 from conftest import kill_workers, run_git
 from realmem import ids, memories
@@ -265,9 +265,14 @@ def decisions(home: Path) -> Counter[str]:
 
 
 @pytest.mark.parametrize("pair", ["retry+retry", "worker+retry"])
-def test_concurrent_retries_process_each_candidate_once(home: Path, repo: Path, pair: str) -> None:
+def test_concurrent_retries_process_each_candidate_once(home: Path, repo: Path, pair: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REALMEM_QUEUE_BASEBACKOFFSECONDS", "0")  # due at once, for the worker too
     cids = queue_candidates(home, repo, 14)
+    # The judge holds its first answer until both processes are judging, so they overlap for sure.
+    gate = Gate("action")
     with FakeSystemOne() as s1:
+        s1.script({"action": gate})
         env = {"REALMEM_SEMIF_URL": s1.url}
         procs = []
         for who in pair.split("+"):
@@ -277,10 +282,13 @@ def test_concurrent_retries_process_each_candidate_once(home: Path, repo: Path, 
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                 env={**os.environ, "REALMEM_HOME": str(home), "REALMEM_WORKER_AUTOSTART": "false", **env}))
         try:
+            gate.wait_entered(2)
+            gate.release()
             for p in procs:
                 _, err = p.communicate(timeout=WAIT)
                 assert p.returncode == 0, err
         finally:
+            gate.release()
             for p in procs:
                 if p.poll() is None:
                     p.kill()

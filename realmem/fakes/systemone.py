@@ -215,10 +215,10 @@ class FakeSystemOne(FakeServer):
                 spec = source.popleft() if source else None
                 if not source:
                     del self._scripts[name]
-            elif callable(source):
-                spec = source(state if isinstance(state, str) else str(state), question)
-            elif source is not None:
+            elif not callable(source) and source is not None:
                 spec = source
+        if callable(source):  # outside the lock: a callable may block one request, not all
+            spec = source(state if isinstance(state, str) else str(state), question)
         if spec is None:
             if not self.heuristic:
                 raise ScriptError(f"no script for question {name!r}")
