@@ -559,7 +559,7 @@ def _check_version(state: State, e: ev.Event, expect: dict[Key, int]) -> None:
     key = (e.store, e.id)
     current = state.memories.get(key)
     if current is None:
-        raise NotFound(f"memory {ids.short(e.id)} not found: it was forgotten or moved meanwhile")
+        raise NotFound(f"memory {ids.short(e.id)} not found: it no longer exists (forgotten or moved meanwhile)")
     wanted = expect.pop(key, None)  # checked once: later events in the batch build on it
     if wanted is not None and current.last_seq != wanted:
         raise ChangedMeanwhile(f"memory {ids.short(e.id)} changed meanwhile; nothing was written, "

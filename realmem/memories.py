@@ -125,7 +125,7 @@ def current(app: Realmem, key: Key, version: int | None = None) -> Memory:
     decided on, refused if the memory changed since."""
     m = app.memory(key)
     if m is None:
-        raise NotFound(f"memory {ids.short(key[1])} not found: it was forgotten or moved")
+        raise NotFound(f"memory {ids.short(key[1])} not found: it no longer exists (forgotten or moved)")
     if version is not None and m.last_seq != version:
         raise ChangedMeanwhile(f"memory {ids.short(key[1])} changed meanwhile; nothing was written, "
                                "look at it again and retry")
