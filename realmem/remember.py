@@ -253,6 +253,16 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
             # The candidate can never be written (e.g. its scope no longer exists): drop it.
             app.emit([ev.CandidateDone(cid, f"error: {exc}")])
             return Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
+        except Exception as exc:
+            # A bug must not leave the candidate due at once: the worker would retry it in a
+            # tight loop.  It backs off like any failed attempt, with the error recorded.
+            logger.exception("retry.failed", candidate=cid, project_key=_project_key(app))
+            attempts = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cid,)).fetchone()
+            if attempts is not None:
+                app.emit([ev.CandidateRetried(cid, f"error: {type(exc).__name__}: {exc}",
+                                              next_try(app, attempts[0] + 1, None))])
+            return Outcome("queue", None, f"Kept a queued candidate after an error: {exc}", [], {"error": str(exc)},
+                           queued=True)
     finally:
         claim.release()
 
