@@ -135,9 +135,11 @@ class Realmem:
             self._write_project_json(p)
             if p.key.startswith("git-"):
                 from realmem.observe import migrate_path_store
+                old_store = f"personal:{p.path_key}"
                 try:
-                    with self.write_lease(0):
-                        migrate_path_store(self, p)
+                    if self.conn.execute("SELECT 1 FROM memories WHERE store=? LIMIT 1", (old_store,)).fetchone():
+                        with self.write_lease(0):  # only when there is something to move
+                            migrate_path_store(self, p)
                 except WriteBusy:
                     logger.info("rekey.deferred", project_key=p.key, reason="write lease busy")
                 self._rekey_pending(p)
@@ -308,12 +310,14 @@ class Realmem:
         whichever process writes next heals what a killed writer left behind.  A lease still
         busy after ``timeout`` (default gate.lockWaitSeconds) raises WriteBusy."""
         wait = float(self.config["gate.lockWaitSeconds"]) if timeout is None else timeout
+        nested = self.lock.held
         try:
             self.lock.acquire(wait)
         except LockTimeout as exc:
             raise WriteBusy(exc) from None
         try:
-            faults.point("lease-taken")
+            if not nested:
+                faults.point("lease-taken")
             self.catch_up_files()
             yield
         finally:

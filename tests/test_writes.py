@@ -172,18 +172,22 @@ def test_killed_after_commit_then_an_open_process_writes_next(children: Any, hom
     assert_consistent(home, repo, since)
 
 
-def test_a_paused_holder_whose_lease_expired_writes_no_projection(children: Any, home: Path, repo: Path) -> None:
+@pytest.mark.parametrize("step", ["after-commit", "lease-taken"])
+def test_a_paused_holder_whose_lease_expired_writes_no_projection(children: Any, home: Path, repo: Path,
+                                                                  step: str) -> None:
     sid = seed(home, repo, "Shared caption", "Shared content")
     short_lease = {"REALMEM_GATE_LEASESECONDS": "1.5"}
-    paused = children(REALMEM_TEST_FAULT="after-commit:stop", **short_lease)
+    paused = children(REALMEM_TEST_FAULT=f"{step}:stop", **short_lease)
     other = children(**short_lease)
     for c in (paused, other):
         c.call("show", {"cwd": str(repo), "id": sid})
     mp = paused.send("edit", {"cwd": str(repo), "session": "p", "id": sid, "content": "Content from the paused one"})
-    wait_stopped(paused.proc)  # committed, holds the lease, its file not written yet
+    wait_stopped(paused.proc)  # holds the lease; committed (after-commit) or not yet (lease-taken)
+    committed = step == "after-commit"
     # The other process takes the expired lease over, heals the file, and edits on top.
     done = other.call("edit", {"cwd": str(repo), "session": "o", "id": sid, "caption": "Caption from the other"})
-    assert done["details"]["content"] == "Content from the paused one"
+    content = "Content from the paused one" if committed else "Shared content"
+    assert done["details"]["content"] == content
     with Realmem.open(home, repo, scan=False) as app:
         m = app.memory(app.resolve(sid))
         assert m is not None
@@ -192,12 +196,16 @@ def test_a_paused_holder_whose_lease_expired_writes_no_projection(children: Any,
     assert path.read_text(encoding="utf-8") == newest
     paused.proc.send_signal(signal.SIGCONT)
     rp = paused.response(mp)
-    assert "result" in rp, rp  # its change committed before it paused: acknowledged, and kept
+    if committed:
+        assert "result" in rp, rp  # its change committed before it paused: acknowledged, and kept
+    else:  # decided before the takeover: refused, nothing appended
+        assert rp["error"]["code"] == 1 and "lost the write lease" in rp["error"]["message"], rp
     assert path.read_text(encoding="utf-8") == newest, "the resumed holder wrote its stale text"
     shown = paused.call("show", {"cwd": str(repo), "id": sid})["details"]
-    assert (shown["caption"], shown["content"]) == ("Caption from the other", "Content from the paused one")
+    assert (shown["caption"], shown["content"]) == ("Caption from the other", content)
     paused.close()
-    assert "write.fenced" in (home.parent / "rpc-stderr.log").read_text(errors="replace")
+    if committed:
+        assert "write.fenced" in (home.parent / "rpc-stderr.log").read_text(errors="replace")
     assert_consistent(home, repo)
 
 
@@ -394,3 +402,17 @@ def test_writes_queue_or_refuse_clearly_when_the_lease_stays_busy(children: Any,
     with Realmem.open(home, repo, scan=False) as app:
         assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 2
         assert [m.caption for m in app.memories()] == ["Kept while busy"]
+
+
+def test_reads_of_an_unchanged_store_never_take_the_write_lease(home: Path, repo: Path) -> None:
+    sid = seed(home, repo, "Quiet caption", "Nothing changes between these reads")
+
+    def takes() -> int:  # every take of the lease bumps its fencing generation
+        with Realmem.open(home, repo, scan=False) as app:
+            row = app.conn.execute("SELECT generation FROM lease_generations WHERE name='write'").fetchone()
+            return row[0] if row else 0
+
+    before = takes()
+    for args in (["status"], ["list"], ["recall", "quiet"], ["show", sid], ["manage"], ["audit", sid], ["events"]):
+        assert cli(home, repo, *args).returncode == 0, args
+    assert takes() == before
