@@ -233,6 +233,28 @@ def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], N
     return out
 
 
+# A candidate whose project is gone is rescheduled with the usual backoff this many times
+# (the checkout may come back: a remounted disk, a branch switched back), then dropped.
+GONE_ATTEMPTS = 8
+
+
+def back_off_or_drop(app: Realmem, project_key: str | None, reason: str, cands: list[tuple[str, int]]) -> None:
+    """Queued candidates (id, attempts so far) that cannot be tried now for ``reason``: each is
+    rescheduled with backoff, or dropped with the reason recorded after GONE_ATTEMPTS, so it
+    never stays due (a worker would retry it in a tight loop)."""
+    events: list[ev.Event] = []
+    for cid, attempts in cands:
+        if attempts + 1 >= GONE_ATTEMPTS:
+            events.append(ev.CandidateDone(cid, f"dropped: {reason}"))
+            logger.warning("retry.dropped", project_key=project_key, candidate=cid, reason=reason,
+                           attempts=attempts + 1)
+        else:
+            events.append(ev.CandidateRetried(cid, reason, next_try(app, attempts + 1, None)))
+            logger.info("retry.rescheduled", project_key=project_key, candidate=cid, reason=reason,
+                        attempts=attempts + 1)
+    app.emit(events)  # queue bookkeeping is table-only: no lease needed
+
+
 def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome | None:
     claim = LeaseLock(app.db_path, f"candidate:{cid}")
     try:

@@ -33,7 +33,7 @@ from realmem.fakes import FakeSystemOne
 from realmem.jobs import worker
 from realmem.project import forget_cache
 from realmem.projections import replay
-from realmem.remember import remember
+from realmem.remember import GONE_ATTEMPTS, remember
 
 ROUNDS = 20
 COREWORKER = Path(__file__).with_name("coreworker.py")
@@ -337,7 +337,7 @@ def test_a_candidate_whose_project_is_gone_backs_off_then_is_dropped(home: Path,
         attempts, next_try = app.conn.execute("SELECT attempts, next_try FROM pending").fetchone()
         assert attempts == 1 and next_try > evlog.now_iso()
         assert not worker._due(app.conn), "a gone project's candidate stays due: the worker would spin"
-    for _ in range(worker.GONE_ATTEMPTS - 1):
+    for _ in range(GONE_ATTEMPTS - 1):
         worker.retry_due(home, force=True)
     with Realmem.open(home, home, scan=False) as app:
         assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 0

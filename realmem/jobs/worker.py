@@ -26,6 +26,7 @@ import structlog
 
 from realmem import fsutil
 from realmem.lock import LeaseLock, LockTimeout
+from realmem.project import detect, forget_cache
 
 log = structlog.get_logger("realmem.worker")
 
@@ -39,11 +40,6 @@ def _config(home: Path):  # type: ignore[no-untyped-def]
     return Config(home)
 
 
-# A candidate whose project is gone is rescheduled with the usual backoff this many times
-# (the checkout may come back: a remounted disk, a branch switched back), then dropped.
-GONE_ATTEMPTS = 8
-
-
 def retry_due(home: Path, *, force: bool = False) -> int:
     """Retry every project's due candidates (each opened in its own project); returns how many
     candidates were attempted.  A candidate whose project directory is gone, or now holds
@@ -51,8 +47,7 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     recorded, so it never comes back due at once (the worker would spin on it)."""
     from realmem.app import Realmem
     from realmem.events import store as evlog
-    from realmem.project import detect, forget_cache
-    from realmem.remember import retry
+    from realmem.remember import back_off_or_drop, retry
     cfg = _config(home)
     if not cfg["semif.url"] and not _any_user_requested(home):
         return 0
@@ -68,13 +63,13 @@ def retry_due(home: Path, *, force: bool = False) -> int:
         for cid, key, cwd, attempts in rows:
             if key in projects:
                 continue
-            reason = _project_gone(detect, key, cwd)
+            reason = _project_gone(key, cwd)
             if reason is None:
                 projects[key] = cwd
             else:
                 gone.setdefault(key, (reason, []))[1].append((cid, attempts))
         for key, (reason, cands) in gone.items():
-            _reschedule_or_drop(conn_app, key, reason, cands)
+            back_off_or_drop(conn_app, key, reason, cands)
     finally:
         conn_app.close()
     attempted = 0
@@ -90,7 +85,7 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     return attempted
 
 
-def _project_gone(detect, key: str | None, cwd: str) -> str | None:  # type: ignore[no-untyped-def]
+def _project_gone(key: str | None, cwd: str) -> str | None:
     """Why a queued candidate's project cannot be opened now, or None if it can."""
     if not Path(cwd).is_dir():
         return f"its project directory {cwd} is gone"
@@ -101,20 +96,6 @@ def _project_gone(detect, key: str | None, cwd: str) -> str | None:  # type: ign
     if project.key != key and project.path_key != key:  # the path key moves to the git key on open
         return f"{cwd} now holds another project ({project.key})"
     return None
-
-
-def _reschedule_or_drop(app, key: str | None, reason: str, cands: list[tuple[str, int]]) -> None:  # type: ignore[no-untyped-def]
-    from realmem.events import types as ev
-    from realmem.remember import next_try
-    events: list[ev.Event] = []
-    for cid, attempts in cands:
-        if attempts + 1 >= GONE_ATTEMPTS:
-            events.append(ev.CandidateDone(cid, f"dropped: {reason}"))
-            log.warning("retry.dropped", project_key=key, candidate=cid, reason=reason, attempts=attempts + 1)
-        else:
-            events.append(ev.CandidateRetried(cid, reason, next_try(app, attempts + 1, None)))
-            log.info("retry.rescheduled", project_key=key, candidate=cid, reason=reason, attempts=attempts + 1)
-    app.emit(events)  # table-only: no lease needed
 
 
 def _any_user_requested(home: Path) -> bool:
