@@ -310,7 +310,7 @@ class Realmem:
         whichever process writes next heals what a killed writer left behind.  A lease still
         busy after ``timeout`` (default gate.lockWaitSeconds) raises WriteBusy."""
         wait = float(self.config["gate.lockWaitSeconds"]) if timeout is None else timeout
-        nested = self.lock.held
+        nested = self.lock.entered
         try:
             self.lock.acquire(wait)
         except LockTimeout as exc:

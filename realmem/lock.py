@@ -235,6 +235,13 @@ class LeaseLock:
             and not lease.lost
         )
 
+    @property
+    def entered(self) -> bool:
+        """True if the calling thread acquired the lease and has not released it yet, even if
+        it was taken over meanwhile (``held`` is then False): a nested acquire is reentrant."""
+        self._after_fork()
+        return self._owner_thread == threading.get_ident()
+
     def fenced(self, conn: apsw.Connection | None = None) -> bool:
         """True when the calling thread may no longer write as this lease's holder: it does not
         hold it, or the row no longer carries our owner and generation (taken over after we

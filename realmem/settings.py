@@ -94,6 +94,8 @@ SCHEMA: dict[str, tuple[str, str]] = {
                   "vector hits."),
     "gate.lockWaitSeconds": ("Advanced", "Seconds a remember waits for the store lock before it queues the "
                              "candidate instead."),
+    "gate.leaseSeconds": ("Advanced", "Seconds without a heartbeat after which another process may take over "
+                          "the write lock from a stalled holder (whose late writes are then refused)."),
     "safety.redact": ("Advanced", "Redact secrets found in a candidate and store the rest, instead of refusing "
                       "the whole candidate."),
     "hiddenTools": ("Advanced", "Other memory systems' tools realmem deactivates and answers for (from the "
