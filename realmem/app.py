@@ -49,6 +49,9 @@ TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.Can
 # Events that change an existing memory: refused when the memory is gone by the time they
 # are appended (a forget won the race), so they never bring it back.
 NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryForgotten)
+# Events that only add to a memory's counters: appended with one UPDATE per memory instead of
+# a load/apply/save pass over its whole row (a recall hit is written on every recall).
+COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
 
 
 class RealmemError(Exception):
@@ -106,7 +109,7 @@ class Realmem:
         app.heal_files()
         if scan:
             from realmem.observe import scan_stores
-            scan_stores(app)
+            scan_stores(app, full=False)  # large unchanged stores are not stat'ed file by file
         return app
 
     def close(self) -> None:
@@ -282,6 +285,8 @@ class Realmem:
         events = list(events)
         if not events:
             return []
+        if expect is None and all(isinstance(e, COUNTS_ONLY) for e in events):
+            return self._append_counts(events)
         if all(isinstance(e, TABLE_ONLY) for e in events):
             return self._append_and_apply(events)[0]
         self._refuse_escaped(events)
@@ -333,6 +338,27 @@ class Realmem:
                 pass
         except WriteBusy:
             logger.info("files.heal_deferred", reason="write lease busy")
+
+    def _append_counts(self, events: list[ev.Event]) -> list[Envelope]:
+        """``_append_and_apply`` for COUNTS_ONLY events: what ``state.apply`` does to them (add
+        one to a counter of each memory that exists), written straight to the counters table."""
+        with db.transaction(self.conn):
+            self._catch_up_tables()
+            files_current = self.projection_seq("files") >= self.projection_seq("tables")
+            envs = []
+            for e in events:
+                envs.append(log.append(self.conn, e, session=self.session))
+                column = "path_inject_count" if isinstance(e, ev.PathNotesShown) else "used_count"
+                for store, mem_id in e.keys():
+                    self.conn.execute(
+                        f"INSERT INTO counters(store, id, used_count, path_inject_count) "
+                        f"SELECT store, id, {int(column == 'used_count')}, {int(column != 'used_count')} "
+                        f"FROM memories WHERE store=? AND id=? "
+                        f"ON CONFLICT(store, id) DO UPDATE SET {column}={column}+1", (store, mem_id))
+            self._set_state("tables", envs[-1].seq)
+            if files_current:
+                self._set_state("files", envs[-1].seq)  # counters never touch files
+        return envs
 
     def _claim_file_names(self, events: list[ev.Event]) -> list[ev.Event]:
         """File names are picked before the lock is taken, so another process may have used

@@ -20,7 +20,6 @@ from typing import Any, TextIO
 
 import structlog
 
-from realmem.safety import mask_secrets
 
 _SECRET_KEYS = ("key", "token", "secret", "password", "authorization", "api_key", "apikey")
 MAX_LOG_BYTES = 5 * 1024 * 1024  # then the log moves to <name>.1 and starts again
@@ -35,6 +34,10 @@ def _mask(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
 
 def _mask_values(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     """Secrets inside any text value (an error message quoting its input, say) are masked too."""
+    # Imported at the first log line, not with this module: the scanner's rules cost more
+    # start-up than a quiet command like `status` spends on everything else.
+    from realmem.safety import mask_secrets
+
     for k, v in event.items():
         if isinstance(v, str) and v:
             event[k] = mask_secrets(v)

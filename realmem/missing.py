@@ -50,7 +50,10 @@ def _project_memories(app: Realmem) -> list[Memory]:
             if any(p not in WHOLE for p in m.paths)]
 
 
-def find_missing(app: Realmem, m: Memory) -> list[str]:
+def find_missing(app: Realmem, m: Memory, known: dict[str, bool] | None = None) -> list[str]:
+    """``m``'s paths that no longer exist; ``known`` remembers answers across memories (many
+    share a glob such as ``**/migrations/*.sql``, and each answer can walk the whole tree)."""
+    known = {} if known is None else known
     out = []
     for p in m.paths:
         if p in WHOLE:
@@ -61,7 +64,9 @@ def find_missing(app: Realmem, m: Memory) -> list[str]:
         except paths.PathError:
             out.append(p)
             continue
-        if not paths.exists(absolute):
+        if absolute not in known:
+            known[absolute] = paths.exists(absolute)
+        if not known[absolute]:
             out.append(p)
     return out
 
@@ -74,8 +79,9 @@ def check(app: Realmem) -> int:
     moved: dict[str, str] | None = None
     events: list[ev.Event] = []
     flagged = 0
+    known: dict[str, bool] = {}
     for m in _project_memories(app):
-        gone = find_missing(app, m)
+        gone = find_missing(app, m, known)
         if gone and moved is None:
             moved = renames(app.project.root) if app.project.is_git else {}
         flags = {p: suggest(p, moved or {}) for p in gone}
@@ -92,8 +98,9 @@ def check(app: Realmem) -> int:
 def prune_plan(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
     """(memory, gone paths, kept paths) for every memory with paths that no longer exist."""
     plan = []
+    known: dict[str, bool] = {}
     for m in _project_memories(app):
-        gone = find_missing(app, m)
+        gone = find_missing(app, m, known)
         if gone:
             plan.append((m, gone, [p for p in m.paths if p not in gone]))
     return plan

@@ -11,6 +11,7 @@ import errno
 import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,6 @@ from realmem.events.store import now_iso
 from realmem.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.lock import LockTimeout
 from realmem.projections import files
-from realmem.safety import scan_memory
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
@@ -35,16 +35,36 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float = 0.0) -> list[ev.Envelope]:
+# A store with more files than this is not stat'ed file by file when a command opens it and
+# its directory's mtime is what the last scan saw (a file added, removed or renamed into place,
+# as editors and git do, changes it).  An edit written in place is caught by the next full
+# scan: session start and the scan before realmem edits a memory.  Smaller stores are
+# always stat'ed: it costs a few milliseconds.
+QUICK_OPEN_FILES = 2000
+# A directory mtime this close to the scan's start may still be followed by a change within the
+# same timestamp tick (or a skewed network clock): such a stamp is not trusted next time.
+_RACY_NS = 1_000_000_000
+_DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
+
+
+def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float = 0.0,
+                full: bool = True) -> list[ev.Envelope]:
     """Scan the visible stores; returns the events recorded.
 
     The scan itself only reads.  A store whose files differ from the tables is scanned again
     under the write lease (its files caught up with the log first, so a file a killed writer
     never wrote is not taken for a deletion) to record what changed.  When the lease stays
     busy for ``wait`` seconds the last projected state is served, and a later scan records it.
+    ``full=False`` (opening a store) skips a large store whose directory has not changed
+    since its last scan, and any store where no file changed.
     """
     out: list[ev.Envelope] = []
     for store in stores or app.visible_stores():
+        dir_stamp = _dir_stamp(app, store)
+        if not full and dir_stamp != -1 and (dir_stamp is not None and _unchanged(app, store, dir_stamp)
+                                             or backlog(app, [store]) == 0):
+            continue  # nothing to read: no lease, no transaction
+        started = time.time_ns()
         events, seen = _scan_store(app, store)
         if events:
             try:
@@ -57,7 +77,63 @@ def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float 
                 continue
         with app.conn:
             _remember_stats(app, store, seen)
+            if dir_stamp is not None and 0 < dir_stamp < started - _RACY_NS:
+                count = app.conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?",
+                                         (store, _DIR_ROW)).fetchone()[0]
+                seen_dir: dict[str, tuple[int, int] | None] = {_DIR_ROW: (dir_stamp, count)}
+            else:
+                seen_dir = {_DIR_ROW: None}
+            _remember_stats(app, store, seen_dir)
     return out
+
+
+# Session start reads at most this many new or changed fact files before answering; a larger
+# backlog (a `git pull` bringing thousands) is read by `realmem scan` in another process, so the first
+# prompt is built from what is already projected and never waits for it.
+SYNC_FILES = 300
+
+
+def backlog(app: "Realmem", stores: list[str] | None = None) -> int:
+    """How many fact files a full scan would read (new, or size/mtime changed) or find gone:
+    one directory listing and stat per file, nothing read."""
+    pending = 0
+    for store in stores or app.visible_stores():
+        stats = {r[0]: (r[1], r[2]) for r in app.conn.execute(
+            "SELECT file, mtime_ns, size FROM file_stats WHERE store=? AND file!=?", (store, _DIR_ROW))}
+        known = {r[0] for r in app.conn.execute("SELECT file FROM memories WHERE store=?", (store,))}
+        try:
+            entries = [e for e in os.scandir(app.store_dir(store)) if e.name.endswith(".md") and not e.name.startswith(".")]
+        except OSError:
+            entries = []
+        present = set()
+        for e in entries:
+            present.add(e.name)
+            try:
+                st = e.stat()
+            except OSError:
+                pending += 1
+                continue
+            if stats.get(e.name) != (st.st_mtime_ns, st.st_size):
+                pending += 1
+        problems = {r[0] for r in app.conn.execute("SELECT file FROM problems WHERE store=?", (store,))}
+        pending += len((known | problems) - present)  # gone: a memory to delete, a problem resolved
+    return pending
+
+
+def _dir_stamp(app: "Realmem", store: str) -> int | None:
+    """The store directory's mtime; None when it does not exist; -1 when it cannot be read
+    (a loop, no permission): never trusted, the scan reports it."""
+    try:
+        return app.store_dir(store).stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return -1
+
+
+def _unchanged(app: "Realmem", store: str, dir_stamp: int) -> bool:
+    row = app.conn.execute("SELECT mtime_ns, size FROM file_stats WHERE store=? AND file=?", (store, _DIR_ROW)).fetchone()
+    return row is not None and row[0] == dir_stamp and row[1] > QUICK_OPEN_FILES
 
 
 def _remember_stats(app: "Realmem", store: str, seen: dict[str, tuple[int, int] | None]) -> None:
@@ -167,6 +243,8 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         now = now_iso()
         fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
+        from realmem.safety import scan_memory  # lazily: its rules are costly to load, most scans read no file
+
         result, _, _ = scan_memory(parsed.caption, parsed.content)
         quarantine = None if result.ok else result.reason()
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
 import traceback
@@ -141,6 +142,7 @@ class Server:
         self.all_apps: list[dict[str, Realmem]] = []
         self.active: set[str] = set()
         self.cancelled: set[str] = set()
+        self.scanner: subprocess.Popen[bytes] | None = None  # `realmem scan` reading a large backlog
         self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("on_")
         }
@@ -246,9 +248,28 @@ class Server:
     def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import freshness, observe, session
         app = self.app(p)
-        observe.scan_stores(app)
+        pending = observe.backlog(app)
+        if pending > observe.SYNC_FILES:
+            self._observe_in_background(app)
+        elif pending:
+            observe.scan_stores(app)
         freshness.warm(app, background=True)  # git is read off this thread; path notes never wait
-        return session.start(app)
+        res = session.start(app)
+        if pending > observe.SYNC_FILES:
+            note = f"realmem: reading {pending} new or changed fact files in the background."
+            res["notification"] = note if res["notification"] is None else f"{res['notification']} {note[9:]}"
+        res["observing"] = pending if pending > observe.SYNC_FILES else 0
+        return res
+
+    def _observe_in_background(self, app: Realmem) -> None:
+        """A large backlog of fact files, read by `realmem scan` in its own process: a thread
+        here would hold the GIL and slow every answer.  A crash mid-way rolls the scan's one
+        transaction back, and the next session start reads the files again."""
+        if self.scanner is not None and self.scanner.poll() is None:
+            return  # one is still reading
+        self.scanner = subprocess.Popen(
+            [sys.executable, "-m", "realmem.cli", "--home", str(self.home), "--cwd", str(app.cwd), "scan"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import prompt

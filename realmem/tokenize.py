@@ -20,8 +20,11 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import icu
+if TYPE_CHECKING:
+    import icu
 
 # Characters that are letters or numbers to Python (Unicode 14) but separators to the
 # unicode61 tokenizer bundled with SQLite (its tables still class them as marks).
@@ -55,12 +58,25 @@ _CHUNK = re.compile(rf"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
 _KEPT_MARKS = frozenset("\u3099\u309a")
 
 _local = threading.local()
+_icu: ModuleType | None = None
+
+
+def _icu_module() -> ModuleType:
+    """PyICU, imported on first use: most commands (status, list, the rpc child's start)
+    never tokenize non-ASCII text, and the import is a large share of their start-up."""
+    global _icu
+    if _icu is None:
+        import icu
+
+        _icu = icu
+    return _icu
 
 
 def _word_breaker() -> icu.BreakIterator:
     """One ICU word BreakIterator per thread: creating one costs far more than using it."""
     breaker = getattr(_local, "breaker", None)
     if breaker is None:
+        icu = _icu_module()
         breaker = icu.BreakIterator.createWordInstance(icu.Locale.getRoot())
         _local.breaker = breaker
     return breaker
@@ -88,7 +104,7 @@ def _word_segments(chunk: str) -> Iterator[str]:
     status would also drop some numbers). Boundaries are UTF-16 offsets, hence the
     UnicodeString slicing."""
     breaker = _word_breaker()
-    ustr = icu.UnicodeString(chunk)
+    ustr = _icu_module().UnicodeString(chunk)
     breaker.setText(ustr)
     start = breaker.first()
     for end in breaker:
@@ -102,6 +118,8 @@ def _identifier_parts(run: str) -> list[str]:
     ``usedCount`` -> used, Count; ``HTTPServer`` -> HTTP, Server; ``HTTP2Server`` ->
     HTTP, 2, Server; ``e2e`` -> e, 2, e. Caseless scripts only split at digits.
     """
+    if (run.isalpha() and run.islower()) or run.isnumeric():
+        return [run]  # no case or digit boundary inside: the common word, checked in C
     parts: list[str] = []
     start = 0
     for i in range(1, len(run)):
@@ -152,6 +170,11 @@ def _tokens(text: str, *, unigrams: bool) -> Iterator[str]:
         cjk, other = match.groups()
         if cjk is not None:
             yield from _cjk_tokens(cjk, unigrams=unigrams)
+        elif other.isascii():
+            # UAX #29 never breaks inside a run of ASCII letters and digits, so for ASCII
+            # the ICU pass cannot change the runs _word_tokens finds: skip it (most of the
+            # cost of tokenizing a fact).
+            yield from _word_tokens(other)
         else:
             for segment in _word_segments(other):
                 yield from _word_tokens(segment)

@@ -371,3 +371,36 @@ def test_session_start_and_prompt_section_over_the_pipe(spawn: Any, repo: Path, 
     assert first.startswith("<realmem>") and "Temporary note 0" in first
     assert c.call("prompt_section", {"cwd": str(repo)})["text"] == first
     assert c.close() == 0
+
+
+def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo: Path, home: Path) -> None:
+    """A pull bringing more fact files than session start reads up front: the answer and the
+    prompt section come from what is already projected, and the files arrive soon after."""
+    import time
+
+    from realmem import observe
+    from realmem.projections import files
+    seed(home, repo, 1)
+    with Realmem.open(home, repo, scan=False) as a:
+        d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
+    total = observe.SYNC_FILES + 20
+    for i in range(total):
+        text = files.render(id=ids.new_id(), caption=f"Pulled fact {i}", paths=["."], created="2026-01-01T00:00:00.000Z",
+                            updated="2026-01-01T00:00:00.000Z", content=f"Teammate's note {i}.")
+        (d / f"pulled-{i}.md").write_text(text if i else text.replace("id: ", "idx: ", 1), encoding="utf-8")
+    c = spawn()
+    res = c.call("session_start", {"cwd": str(repo), "session": "s"})
+    assert res["observing"] == total
+    assert f"reading {total} new or changed fact files in the background" in res["notification"]
+    assert "Temporary note 0" in c.call("prompt_section", {"cwd": str(repo)})["text"]
+    deadline = time.monotonic() + WAIT
+    while True:  # the background scan commits in one transaction: all or nothing
+        with Realmem.open(home, repo, scan=False) as a:
+            n = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'Pulled fact %'").fetchone()[0]
+        if n or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert n == total  # the one without an id was adopted with a fresh one
+    again = c.call("session_start", {"cwd": str(repo), "session": "s"})
+    assert again["observing"] == 0 and again["notification"] is None
+    assert c.close() == 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from realmem.clients._http import Endpoint
 from realmem.clients.errors import EndpointError
 
 AUTO = "(auto)"
@@ -32,6 +31,10 @@ def parse_models(body: Any) -> list[str]:
 
 def list_models(url: str, key: str, timeout: float, key_advice: str = "") -> list[str]:
     """Fetch the model names a server offers (``url`` is the base without /v1)."""
+    # Imported here: `status` reaches this module through settings, and the HTTP layer
+    # (httpx) would be most of its start-up.
+    from realmem.clients._http import Endpoint
+
     endpoint = Endpoint("model list", url, key, timeout, key_advice)
     try:
         return parse_models(endpoint.get("/v1/models"))

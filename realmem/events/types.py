@@ -8,10 +8,13 @@ maps the stored type name back to its class.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import functools
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import cattrs
+
+if TYPE_CHECKING:
+    import cattrs
 
 Key = tuple[str, str]  # (store, memory id)
 
@@ -300,7 +303,13 @@ TYPES: dict[str, type[Event]] = {
     )
 }
 
-converter = cattrs.Converter()
+@functools.cache
+def _converter() -> "cattrs.Converter":
+    # cattrs is imported on the first event read or written, not with this module: commands
+    # that only read the projections (status, list) never need it.
+    import cattrs
+
+    return cattrs.Converter()
 
 
 @attrs.frozen
@@ -315,7 +324,7 @@ class Envelope:
 
 
 def to_payload(event: Event) -> dict[str, Any]:
-    return converter.unstructure(event)
+    return _converter().unstructure(event)
 
 
 def from_payload(type_name: str, payload: dict[str, Any]) -> Event:
@@ -323,4 +332,4 @@ def from_payload(type_name: str, payload: dict[str, Any]) -> Event:
         cls = TYPES[type_name]
     except KeyError:
         raise ValueError(f"unknown event type {type_name!r}") from None
-    return converter.structure(payload, cls)
+    return _converter().structure(payload, cls)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from realmem import safety
 from realmem.lock import pid_alive
-from realmem.clients import ChatClient, EndpointError, EndpointUnavailable
+from realmem.clients.errors import EndpointError, EndpointUnavailable
 
 if TYPE_CHECKING:
+    from realmem.clients.chat import ChatClient
     from realmem.app import Realmem
     from realmem.projections.state import Memory
 
@@ -118,7 +118,11 @@ def _prompt(mode: str, target: "Memory", new_caption: str, new_content: str) -> 
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(user)}]
 
 
-def chat_client(app: "Realmem") -> ChatClient:
+def chat_client(app: "Realmem") -> "ChatClient":
+    # Imported here: `status` and `settings` import this module for bridge(), and the chat
+    # client brings httpx, the largest import of their start-up.
+    from realmem.clients.chat import ChatClient
+
     return ChatClient.from_config(app.config, bridge(app.home))
 
 
@@ -149,6 +153,8 @@ def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_c
     if not caption or not content or len(caption) > MAX_CAPTION or len(content) > MAX_CONTENT:
         log.warning("rewrite.fallback", mode=mode, reason="empty or oversized output")
         return fall_back(INVALID)
+    from realmem import safety  # lazily: status imports this module for bridge() only
+
     result, _, _ = safety.scan_memory(caption, content, redact=False)
     if not result.ok:
         log.warning("rewrite.fallback", mode=mode, reason="rewrite failed the safety scan",

@@ -12,7 +12,9 @@
     <content>
 
 Parsing is strict about what matters (id, caption, paths, times) and tolerant of the rest:
-unknown keys survive an edit because edits go through ruamel's round-trip loader.
+unknown keys survive an edit because edits go through ruamel's round-trip loader.  The
+frontmatter realmem itself writes (``render``) is read by a fast path that gives exactly what
+ruamel would (a property test holds the two together); anything else goes to ruamel.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ import json
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from realmem import ids
 from realmem.fsutil import atomic_write_text, read_regular, remove_file
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
 FRONT = "---"
 OWN_KEYS = ("id", "caption", "paths", "created", "updated")
@@ -56,7 +59,11 @@ class Parsed:
     updated: str | None
 
 
-def _yaml() -> YAML:
+def _yaml() -> "YAML":
+    # ruamel is imported here, not at the top: canonical files never need it, and it is a
+    # large share of the start-up of commands that read no hand-edited file.
+    from ruamel.yaml import YAML
+
     y = YAML(typ="rt")
     y.width = 4096  # keep captions on one line
     y.indent(mapping=2, sequence=4, offset=2)
@@ -90,6 +97,8 @@ def split(text: str) -> tuple[str, str, int]:
 
 
 def _load(front: str, first_line: int) -> Any:
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError  # lazily, as in _yaml
+
     try:
         return _yaml().load(front) if front.strip() else {}
     except MarkedYAMLError as exc:
@@ -122,6 +131,74 @@ def _bad_text(value: Any) -> str | None:
 
 def parse(text: str) -> Parsed:
     front, body, first = split(text)
+    return parse_canonical(front, body) or parse_yaml(front, body, first)
+
+
+_CANON_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_CANON_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _canonical_scalar(raw: str) -> str | None:
+    """The string a scalar written by ``scalar`` stands for, or None when ``raw`` is not
+    exactly what ``scalar`` would write for it (then YAML rules we do not model may apply)."""
+    if raw.startswith('"'):
+        if not raw.isprintable():
+            return None  # YAML folds or rejects some characters that JSON leaves raw
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+        return value if isinstance(value, str) and scalar(value) == raw else None
+    return raw if scalar(raw) == raw else None
+
+
+def _canonical_time(raw: str) -> str | None:
+    if _CANON_TIME.match(raw) is None:
+        return None
+    try:
+        dt.datetime.fromisoformat(raw[:-1])  # a tenth of strptime's cost
+    except ValueError:
+        return None  # not a real date: leave the verdict to ruamel
+    return raw  # what _iso gives back for the timestamp YAML reads
+
+
+def parse_canonical(front: str, body: str) -> Parsed | None:
+    """The fast path of ``parse``: the exact frontmatter ``render`` writes (no extra keys),
+    read without YAML; None for anything else."""
+    lines = front.split("\n")
+    if len(lines) < 5 or not lines[0].startswith("id: ") or not lines[1].startswith("caption: "):
+        return None
+    mem_id = lines[0][4:]
+    caption = _canonical_scalar(lines[1][9:])
+    if _CANON_ID.match(mem_id) is None or caption is None or not caption.strip():
+        return None
+    paths: list[str] = []
+    i = 2
+    if lines[i] == "paths: []":
+        i += 1
+    elif lines[i] == "paths:":
+        i += 1
+        while i < len(lines) and lines[i].startswith("  - "):
+            p = _canonical_scalar(lines[i][4:])
+            if p is None or not p.strip():
+                return None
+            paths.append(p.strip())
+            i += 1
+        if not paths:
+            return None
+    else:
+        return None
+    if len(lines) != i + 2 or not lines[i].startswith("created: ") or not lines[i + 1].startswith("updated: "):
+        return None
+    created, updated = _canonical_time(lines[i][9:]), _canonical_time(lines[i + 1][9:])
+    if created is None or updated is None:
+        return None
+    return Parsed(id=mem_id, caption=" ".join(caption.split()), content=body.strip("\n"), paths=paths,
+                  created=created, updated=updated)
+
+
+def parse_yaml(front: str, body: str, first: int) -> Parsed:
+    """``parse`` through ruamel: any YAML frontmatter, with errors pointing at their line."""
     data = _load(front, first)
     if not isinstance(data, dict):
         raise FactFileError("frontmatter must be a mapping of keys to values", first)

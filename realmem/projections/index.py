@@ -40,8 +40,10 @@ def _tokens(conn: apsw.Connection, caption: str, content: str, paths: list[str])
     return toks
 
 
-def sync(conn: apsw.Connection, rowid: int, m: Memory) -> None:
-    conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
+def sync(conn: apsw.Connection, rowid: int, m: Memory, *, new: bool = False) -> None:
+    """Index ``m`` under ``rowid``; ``new``: the row was just inserted, nothing to replace."""
+    if not new:
+        conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
     if m.quarantined is None:
         conn.execute("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
                      (rowid, *_tokens(conn, m.caption, m.content, m.paths)))

@@ -106,17 +106,19 @@ def _upsert_memory(conn: apsw.Connection, m: Memory, c: Counter, u: Urgency | No
     )
     if prev is None or (prev[1], prev[2], prev[3], prev[4]) != (m.hash, paths_json, m.quarantined, m.caption):
         rowid = prev[0] if prev is not None else conn.last_insert_rowid()
-        index.sync(conn, rowid, m)
+        index.sync(conn, rowid, m, new=prev is None)
     conn.execute(
         "INSERT INTO counters(store, id, used_count, path_inject_count) VALUES (?,?,?,?) "
         "ON CONFLICT(store, id) DO UPDATE SET used_count=excluded.used_count, path_inject_count=excluded.path_inject_count",
         (*key, c.used_count, c.path_inject_count),
     )
-    conn.execute("DELETE FROM urgency WHERE store=? AND id=?", key)
+    if prev is not None:  # a new memory has no rows here (they go with the memory): skip the deletes
+        conn.execute("DELETE FROM urgency WHERE store=? AND id=?", key)
     if u is not None:
         conn.execute("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
                      (*key, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence, u.source))
-    conn.execute("DELETE FROM missing_paths WHERE store=? AND id=?", key)
+    if prev is not None:
+        conn.execute("DELETE FROM missing_paths WHERE store=? AND id=?", key)
     for path, suggested in sorted((missing or {}).items()):
         conn.execute("INSERT INTO missing_paths VALUES (?,?,?,?)", (*key, path, suggested))
 
