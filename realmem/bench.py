@@ -496,7 +496,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
     finally:
         assert proc.stdin
         proc.stdin.close()
-        proc.wait(timeout=60)
+        proc.wait(timeout=120)  # the child waits for its `realmem scan`
     return {"files": count, "wait_ms": round(wait * 1000, 1), "all_observed_s": round(done, 3),
             "in_background": started.get("observing", 0)}
 

@@ -582,6 +582,11 @@ def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO |
             serve_one(msg)
     slow.put(None)
     slow_thread.join(timeout=60)
+    if server.scanner is not None:  # leave no process behind: a scan commits in one go, so waiting is short
+        try:
+            server.scanner.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
     for apps in server.all_apps:
         for app in apps.values():
             app.close()
