@@ -646,7 +646,7 @@ def stale(c: Ctx, as_json: bool) -> None:
                      [[ids.short(m.id), m.store.split(":")[0], ", ".join(s.paths),
                        f"{s.commits}{'+' if s.at_least else ''}", s.since, m.caption] for m, s in rows]))
     click.echo(f"{count(len(rows), 'stale memory', 'stale memories')}: check each against the code, "
-               "an edit (/realmem manage, e) clears the flag.")
+               "an edit in Pi (/realmem manage, e) clears the flag.")
 
 
 @cli.command()

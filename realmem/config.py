@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from realmem.frontend import set_in
 from realmem.fsutil import atomic_write_text, private_dir
 
 DEFAULTS: dict[str, Any] = {
@@ -234,7 +235,7 @@ class Config:
         origin = f" (from {env_name(key)})" if self.source(key) == "env" else ""
         var = secret_var(raw)
         if not raw:
-            return f"{key} is not set; set it in /realmem settings"
+            return f"{key} is not set; set it {set_in(key)}"
         if var is None:
             return f"check {key}{origin}"
         if os.environ.get(var):

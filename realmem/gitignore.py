@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
+from realmem import frontend
 from realmem.fsutil import fsync_dir
 
 STORE = ".pi/realmem"
@@ -119,7 +120,7 @@ class IgnoreStatus:
         if self.rule is not None and self.rule.kind == "nested":
             target = self.rule.source
         lines = ", ".join(self.fix.lines)
-        return f"{head} Fix: /realmem fix-gitignore (appends {lines} to {target})."
+        return f"{head} Fix: {frontend.hint('fix-gitignore')} (appends {lines} to {target})."
 
 
 @attrs.frozen

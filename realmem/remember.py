@@ -35,6 +35,7 @@ from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
 from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.events.types import Key
+from realmem.frontend import settings_hint
 from realmem.lock import LeaseLock, LockTimeout
 from realmem.project import store_kind
 from realmem.projections import files, index
@@ -566,7 +567,7 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], war
     app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
     if "not configured" in plan.reason:
         text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
-                "(/realmem settings).")
+                f"({settings_hint('semif.url')}).")
     elif plan.rule == "lock-busy":
         text = "Queued: another process holds the write lock; it will be retried automatically."
     else:

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from realmem import __version__, ids, logs
+from realmem import __version__, frontend, ids, logs
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import Config, ConfigError, home_dir
@@ -510,6 +510,7 @@ def _strs(v: Any) -> list[str]:
 
 def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     logs.configure()
+    frontend.use(frontend.PI)  # this child serves Pi only: hints name its /realmem commands
     if stdin is None:
         # Undecodable bytes become U+FFFD: one bad byte must not end the reader thread.
         sys.stdin.reconfigure(errors="replace")

@@ -9,6 +9,7 @@ import structlog
 
 from realmem import gitignore, missing, prompt
 from realmem.app import Realmem
+from realmem.frontend import hint
 from realmem.words import count
 
 logger = structlog.get_logger("realmem.session")
@@ -24,7 +25,7 @@ def start(app: Realmem) -> dict[str, Any]:
     flagged = missing.check(app)
     if flagged:
         notes.append(f"{count(flagged, 'memory points', 'memories point')} at paths that no longer exist "
-                     "(/realmem manage shows ✗ and suggested locations; /realmem prune-paths drops them).")
+                     f"({hint('manage')} shows ✗ and suggested locations; {hint('prune-paths')} drops them).")
     stripped = prompt.stripped_files(app)
     if stripped:
         # Pi's own startup list still shows them under [Context]; say they are not in the prompt.
@@ -34,7 +35,7 @@ def start(app: Realmem) -> dict[str, Any]:
     queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
     if queued:
         notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
-                     "(retried automatically; /realmem retry).")
+                     f"(retried automatically; {hint('retry')}).")
     refused = [m for (m,) in app.conn.execute(
         "SELECT message FROM problems WHERE problem='store-escape' AND store IN "
         f"({','.join('?' * len(app.visible_stores()))})", app.visible_stores())]
@@ -43,7 +44,7 @@ def start(app: Realmem) -> dict[str, Any]:
         level = "warning"
     problems = app.conn.execute("SELECT count(*) FROM problems WHERE problem!='store-escape'").fetchone()[0]
     if problems:
-        notes.append(f"{count(problems, 'fact file')} could not be read (/realmem status).")
+        notes.append(f"{count(problems, 'fact file')} could not be read ({hint('status')}).")
         level = "warning"
     try:
         from realmem.jobs.queue import ensure_worker

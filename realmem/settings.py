@@ -161,7 +161,7 @@ def test_endpoints(cfg: Config) -> list[dict[str, Any]]:
             continue
         try:
             models = list_endpoint_models(cfg, name)
-            model = pick_model(str(cfg[f"{name}.model"] or ""), models)
+            model = pick_model(str(cfg[f"{name}.model"] or ""), models, f"{name}.model")
             results.append({"endpoint": name, "ok": True, "message": f"{url} answers; model {model}"})
         except (EndpointError, EndpointUnavailable) as exc:
             results.append({"endpoint": name, "ok": False, "message": str(exc)})

@@ -6,6 +6,7 @@ from typing import Any
 
 from realmem import gitignore
 from realmem.app import Realmem
+from realmem.frontend import hint, settings_hint
 from realmem.jobs.rewrite import bridge
 from realmem.settings import REWRITER_BRIDGE, REWRITER_UNSET
 from realmem.project import store_kind
@@ -51,7 +52,7 @@ def text(info: dict[str, Any]) -> str:
         n, noun = count(s["memories"], "memory").split(" ", 1)  # a table: counts, nouns, dirs each one column
         lines.append(f"  {s['scope']:<8} {n:>5} {noun:<8}{q}  {s['dir']}")
     if info["queued"]:
-        lines.append(f"Queued candidates: {info['queued']} (retried automatically; /realmem retry)")
+        lines.append(f"Queued candidates: {info['queued']} (retried automatically; {hint('retry')})")
     for name, e in info["endpoints"].items():
         if e["url"]:
             shown = f"{e['url']} · {e['model']}"
@@ -63,11 +64,12 @@ def text(info: dict[str, Any]) -> str:
             shown = "not set"
         lines.append(f"  {name:<9} {shown}")
     if not info["endpoints"]["semif"]["url"]:
-        lines.append("SemIf endpoint not set: new memories are queued until it is (/realmem settings).")
+        lines.append(f"SemIf endpoint not set: new memories are queued until it is ({settings_hint('semif.url')}).")
     w = info["worker"]
     lines.append(f"Worker: {'running (pid ' + str(w['pid']) + ')' if w.get('alive') else 'not running'}")
     if info["missing_paths"]:
-        lines.append(f"{count(info['missing_paths'], 'memory points', 'memories point')} at paths that no longer exist (/realmem manage, prune-paths).")
+        lines.append(f"{count(info['missing_paths'], 'memory points', 'memories point')} at paths that no longer exist "
+                     f"({hint('manage, prune-paths', 'manage, realmem prune-paths')}).")
     for p in info["problems"]:
         lines.append(f"Problem: {p['message']}")
     if info["gitignore"]:

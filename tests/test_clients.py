@@ -102,9 +102,9 @@ def test_pick_model() -> None:
     assert pick_model("mine", ["a", "b"]) == "mine"
     assert pick_model("(auto)", ["only"]) == "only"
     assert pick_model("", ["only"]) == "only"
-    several = r"^the server lists several models \(a, b\); pick one in /realmem settings$"
+    several = r"^the server lists several models \(a, b\); pick one with realmem settings set semif.model VALUE$"
     with pytest.raises(EndpointError, match=several):
-        pick_model("(auto)", ["a", "b"])
+        pick_model("(auto)", ["a", "b"], "semif.model")
     with pytest.raises(EndpointError, match="no models"):
         pick_model("", [])
 
@@ -120,7 +120,7 @@ def test_auto_model_is_resolved_once_per_client(semif: FakeSystemOne) -> None:
 
 def test_auto_model_fails_clearly_with_several_models(semif: FakeSystemOne, embed: FakeEmbeddings) -> None:
     semif.configure(models=["jev-1", "jev-2"])
-    with pytest.raises(EndpointError, match=r"several models \(jev-1, jev-2\); pick one in /realmem settings"):
+    with pytest.raises(EndpointError, match=r"several models \(jev-1, jev-2\); pick one with realmem settings set semif.model VALUE"):
         SystemOneClient(semif.url).ask(STATE, {"durable": QUESTIONS["durable"]})
     embed.configure(models=["e1", "e2", "e3"])
     with pytest.raises(EndpointError, match=r"several models \(e1, e2, e3\)"):
@@ -644,7 +644,7 @@ def test_401_names_the_setting_and_whether_its_variable_is_set(home: Path, semif
     assert message.endswith(": check rewriter.key") and SECRET not in message
     cfg.unset("rewriter.key")
     assert failure(lambda: ChatClient.from_config(cfg).complete([{"role": "user", "content": "hi"}])).endswith(
-        ": rewriter.key is not set; set it in /realmem settings")
+        ": rewriter.key is not set; set it with realmem settings set rewriter.key VALUE")
     monkeypatch.setenv("REALMEM_SEMIF_KEY", "$RM_OTHER")
     monkeypatch.delenv("RM_OTHER", raising=False)
     assert failure(ask).endswith("semif.key is $RM_OTHER (from REALMEM_SEMIF_KEY), but RM_OTHER is not set in "

@@ -164,7 +164,7 @@ def test_fix_table_row(name: str, env: Path, tmp_path: Path) -> None:
     assert warning is not None
     assert status.rule.ref() in warning
     assert ", ".join(case.lines) in warning
-    assert "/realmem fix-gitignore" in warning
+    assert "Fix: realmem fix-gitignore" in warning
 
     after = apply_fix(root, status.fix)
 
@@ -328,7 +328,7 @@ def test_warning_text_for_whole_directory_rule(env: Path, tmp_path: Path) -> Non
     write(root / ".gitignore", "dist\nbuild\n.pi/\n")
     assert check(root).warning() == (
         "Shared memories in .pi/realmem are ignored by git (.gitignore:3: .pi/) and will not "
-        "be committed. Fix: /realmem fix-gitignore (appends !/.pi/, /.pi/*, !/.pi/realmem/, "
+        "be committed. Fix: realmem fix-gitignore (appends !/.pi/, /.pi/*, !/.pi/realmem/, "
         "!/.pi/realmem/** to .gitignore)."
     )
 

@@ -54,7 +54,7 @@ def test_gitignore_warning_names_the_rule_and_the_fix(home: Path, repo: Path, gi
     warning = res["gitignore"]
     assert warning and ".pi/realmem" in warning and "will not be committed" in warning
     assert ".gitignore:2" in warning and rule in warning
-    assert "/realmem fix-gitignore" in warning and "!/.pi/realmem/" in warning
+    assert "Fix: realmem fix-gitignore" in warning and "!/.pi/realmem/" in warning
     assert res["notification"].startswith("realmem: ") and warning in res["notification"]
 
 

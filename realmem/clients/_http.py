@@ -22,6 +22,7 @@ import httpx
 import structlog
 
 from realmem.clients.errors import EndpointError, EndpointUnavailable, NotConfigured, RequestTooLarge
+from realmem.frontend import set_in
 
 log = structlog.get_logger(__name__)
 
@@ -85,8 +86,10 @@ def error_detail(response: httpx.Response) -> str:
 class Endpoint:
     """A base URL plus bearer key and timeout; sends JSON requests and maps failures."""
 
-    def __init__(self, name: str, url: str, key: str, timeout: float, key_advice: str = "") -> None:
+    def __init__(self, name: str, url: str, key: str, timeout: float, key_advice: str = "",
+                 setting: str | None = None) -> None:
         self.name = name
+        self.setting = setting  # the config key of the URL, named when it is not set
         self.key_advice = key_advice or f"check the {name} key"  # for a 401: which setting to fix
         self.url = normalize_base_url(url)
         self.timeout = float(timeout)
@@ -123,7 +126,7 @@ class Endpoint:
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """Send one request and return the decoded JSON body, or raise the mapped error."""
         if not self.url:
-            raise NotConfigured(f"the {self.name} endpoint is not configured; set it in /realmem settings")
+            raise NotConfigured(f"the {self.name} endpoint is not configured; set it {set_in(self.setting)}")
         full = self.url + path
         shown = display_url(full)
         started = time.monotonic()

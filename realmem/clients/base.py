@@ -14,9 +14,13 @@ class ModelClient:
     """An endpoint bound to one model; "(auto)" is resolved once via /v1/models and cached."""
 
     endpoint_name = "endpoint"
+    settings_prefix: str | None = None  # "semif": hints name semif.url and semif.model
+
 
     def __init__(self, url: str, key: str, model: str, timeout: float, key_advice: str = "") -> None:
-        self._endpoint = Endpoint(self.endpoint_name, url, key, timeout, key_advice)
+        prefix = self.settings_prefix
+        self._endpoint = Endpoint(self.endpoint_name, url, key, timeout, key_advice,
+                                  setting=f"{prefix}.url" if prefix else None)
         self._configured_model = (model or "").strip()
         self._resolved_model: str | None = None
         self._lock = threading.Lock()
@@ -38,7 +42,8 @@ class ModelClient:
         with self._lock:
             if self._resolved_model is None:
                 available = parse_models(self._endpoint.get("/v1/models"))
-                self._resolved_model = pick_model(self._configured_model, available)
+                self._resolved_model = pick_model(self._configured_model, available,
+                                                  f"{self.settings_prefix}.model" if self.settings_prefix else None)
             return self._resolved_model
 
     def close(self) -> None:

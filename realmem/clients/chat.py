@@ -50,6 +50,7 @@ class ChatClient(ModelClient):
     """Sends chat completion requests and returns the assistant's text."""
 
     endpoint_name = "rewriter"
+    settings_prefix = "rewriter"
 
     def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 60.0, key_advice: str = "") -> None:
         super().__init__(url, key, model, timeout, key_advice)

@@ -17,6 +17,7 @@ import structlog
 from realmem.clients.base import ModelClient
 from realmem.clients.errors import EndpointError
 from realmem.config import Config
+from realmem.frontend import hint
 from realmem.words import count
 
 log = structlog.get_logger(__name__)
@@ -29,6 +30,7 @@ class EmbeddingsClient(ModelClient):
     """Embeds texts in batches; learns the vector dimensions from the first response."""
 
     endpoint_name = "embedding"
+    settings_prefix = "embedding"
 
     def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 30.0,
                  query_prefix: str = "", document_prefix: str = "", batch_size: int = BATCH_SIZE,
@@ -110,5 +112,5 @@ class EmbeddingsClient(ModelClient):
         elif len(value) != self._dimensions:
             learned, self._dimensions = self._dimensions, None  # the next request learns them again
             raise EndpointError(f"embedding dimensions changed from {learned} to {len(value)} "
-                                f"({self.url}); run /realmem reindex after changing the model")
+                                f"({self.url}); run {hint('reindex')} after changing the model")
         return [float(x) for x in value]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from realmem.clients.errors import EndpointError
+from realmem.frontend import set_in
 
 AUTO = "(auto)"
 
@@ -42,14 +43,15 @@ def list_models(url: str, key: str, timeout: float, key_advice: str = "") -> lis
         endpoint.close()
 
 
-def pick_model(configured: str, available: list[str]) -> str:
-    """The configured model, or for "(auto)"/empty the server's only model."""
+def pick_model(configured: str, available: list[str], setting: str | None = None) -> str:
+    """The configured model, or for "(auto)"/empty the server's only model; ``setting`` is
+    the config key of the model, named when the user must choose."""
     configured = (configured or "").strip()
     if configured and configured != AUTO:
         return configured
     if len(available) == 1:
         return available[0]
     if not available:
-        raise EndpointError("the server lists no models; set a model name in /realmem settings")
+        raise EndpointError(f"the server lists no models; set a model name {set_in(setting)}")
     raise EndpointError(f"the server lists several models ({', '.join(available)}); "
-                        "pick one in /realmem settings")
+                        f"pick one {set_in(setting)}")

@@ -162,6 +162,7 @@ class SystemOneClient(ModelClient):
     """Asks a System One server typed questions about a state string."""
 
     endpoint_name = "SemIf"
+    settings_prefix = "semif"
 
     def __init__(self, url: str, key: str = "", model: str = "", timeout: float = 30.0,
                  max_questions: int = 8, max_options: int = 16, key_advice: str = "") -> None:

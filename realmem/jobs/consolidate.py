@@ -48,6 +48,7 @@ from realmem.clients import (
 )
 from realmem.events import types as ev
 from realmem.events.types import Key
+from realmem.frontend import settings_hint
 from realmem.jobs import tree as treemod
 from realmem.jobs import rewrite as rw
 from realmem.jobs.rewrite import chat_client, rewrite
@@ -269,7 +270,7 @@ class _Judge:
 
     def ask(self, state: str, qs: dict[str, Question], shards: dict[str, list[str]]) -> dict[str, Answer] | None:
         if self.client is None:
-            raise RealmemError("consolidation needs the SemIf judge: set semif.url (/realmem settings)")
+            raise RealmemError(f"consolidation needs the SemIf judge: set semif.url ({settings_hint('semif.url')})")
         try:
             answers = self.client.ask(state, qs)
         except (EndpointUnavailable, EndpointError) as exc:
