@@ -167,3 +167,83 @@ def test_install_mcp_prints_each_clients_entry(home: Path) -> None:
     assert gemini["mcpServers"]["realmem"] == {"command": entry["command"], "args": entry["args"]}
     cursor = json.loads(invoke("mcp", "--client", "cursor").output)
     assert cursor == generic
+
+
+# --- uninstall gives back what was there before install -----------------------------------------
+
+def roundtrip(repo: Path, *scope: str) -> None:
+    r = invoke("claude-code", *scope, "--yes", cwd=repo)
+    assert r.exit_code == 0, r.output
+    r = invoke("claude-code", *scope, "--uninstall", "--yes", cwd=repo)
+    assert r.exit_code == 0, r.output
+
+
+def test_a_claude_directory_that_existed_empty_stays(repo: Path, home: Path) -> None:
+    (repo / ".claude").mkdir()
+    roundtrip(repo)
+    assert (repo / ".claude").is_dir() and list((repo / ".claude").iterdir()) == []
+    assert not (repo / ".mcp.json").exists()
+
+
+@pytest.mark.parametrize("text", ["{}", "{}\n", "", "{ }\n"])
+def test_an_empty_settings_file_stays_byte_identical(repo: Path, home: Path, text: str) -> None:
+    settings, mcp = repo / ".claude" / "settings.json", repo / ".mcp.json"
+    settings.parent.mkdir()
+    settings.write_text(text, encoding="utf-8")
+    mcp.write_text(text, encoding="utf-8")
+    roundtrip(repo)
+    assert settings.read_text(encoding="utf-8") == text and mcp.read_text(encoding="utf-8") == text
+
+
+def test_other_hooks_and_servers_stay_byte_identical(repo: Path, home: Path, user_home: Path) -> None:
+    """Files in another layout (4-space indent, key order) come back byte for byte."""
+    settings, mcp = repo / ".claude" / "settings.json", repo / ".mcp.json"
+    write(settings, OTHER_SETTINGS)
+    write(mcp, OTHER_MCP)
+    user_settings, claude_json = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    write(user_settings, OTHER_SETTINGS)
+    write(claude_json, OTHER_CLAUDE_JSON)
+    before = {p: p.read_bytes() for p in (settings, mcp, user_settings, claude_json)}
+    roundtrip(repo)
+    roundtrip(repo, "--user")
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_user_scope_directories_install_created_are_removed(repo: Path, home: Path, user_home: Path) -> None:
+    assert not (user_home / ".claude").exists()
+    roundtrip(repo, "--user")
+    assert not (user_home / ".claude").exists() and not (user_home / ".claude.json").exists()
+
+
+def test_edits_made_after_install_survive_uninstall(repo: Path, home: Path) -> None:
+    """Someone else changed the file after install: uninstall removes realmem's entries only and
+    keeps their change (the file is then rewritten as JSON with a 2-space indent)."""
+    settings, mcp = repo / ".claude" / "settings.json", repo / ".mcp.json"
+    settings.parent.mkdir()
+    settings.write_text("{}", encoding="utf-8")
+    assert invoke("claude-code", "--yes", cwd=repo).exit_code == 0
+    doc = load(settings)
+    doc["model"] = "sonnet"
+    settings.write_text(json.dumps(doc), encoding="utf-8")
+    servers = load(mcp)
+    servers["mcpServers"]["github"] = OTHER_MCP["mcpServers"]["github"]
+    mcp.write_text(json.dumps(servers), encoding="utf-8")
+    assert invoke("claude-code", "--uninstall", "--yes", cwd=repo).exit_code == 0
+    assert load(settings) == {"model": "sonnet"}
+    assert load(mcp) == OTHER_MCP
+
+
+def test_a_second_install_keeps_the_first_record(repo: Path, home: Path) -> None:
+    """Installing again (say with another --home) must not make install's own entries the
+    'before' that uninstall restores."""
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{}", encoding="utf-8")
+    assert invoke("claude-code", "--yes", cwd=repo).exit_code == 0
+    other = home.parent / "other-home"
+    r = CliRunner().invoke(cli, ["--home", str(other), "--cwd", str(repo), "install", "claude-code", "--yes"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert all(h["command"] == install.hook_command(str(other)) for _, h in ours(load(settings)))
+    assert invoke("claude-code", "--uninstall", "--yes", cwd=repo).exit_code == 0
+    assert settings.read_text(encoding="utf-8") == "{}"

@@ -6,7 +6,16 @@ top-level ``mcpServers`` of ``~/.claude.json``, where Claude Code keeps user-sco
 Every change is planned first and shown as a diff; nothing is written before the user
 confirms (``--yes`` skips the question).  Installing twice changes nothing; ``--uninstall``
 removes exactly realmem's entries (recognised by the hook client's path and the server name)
-and the containers that only they filled, and leaves every other hook, server and key alone.
+and leaves every other hook, server and key alone.
+
+Install records in ``<REALMEM_HOME>/install.json``, keyed by the file's absolute path, the file
+as it was (its text, or that it did not exist) and the directories it had to create.  When
+uninstall leaves the same JSON as that record, it gives back the recorded bytes (a ``{}`` file
+stays ``{}``, a 4-space layout keeps its layout), deletes a file install created and removes
+the directories install created once they are empty: a ``.claude/`` that was there stays.
+When the file was changed since (other keys, hooks or servers), those edits are kept and the
+file is rewritten as JSON with a 2-space indent.  Without a record (another home, an install
+by an older realmem) a file that only realmem's entries filled is deleted, no directory.
 
 The CLI imports it at start, so it imports nothing the CLI does not load anyway.
 """
@@ -25,9 +34,11 @@ import attrs
 import click
 
 from realmem.app import RealmemError
+from realmem.config import home_dir
 from realmem.fsutil import atomic_write_text
 
 SERVER_NAME = "realmem"
+MANIFEST = "install.json"  # in the realmem home: what install found and created, per file
 HOOK_CLIENT = Path(__file__).resolve().parent / "hookclient.py"
 MARKER = "realmem/agents/hookclient.py"  # how an installed hook command is recognised
 SESSION_START_MATCHER = "startup|resume|clear|compact"
@@ -138,6 +149,9 @@ class Change:
     path: Path
     before: str | None  # None: the file does not exist
     after: str | None   # None: the file is removed
+    record: dict[str, Any] | None = None  # install: the file as found, for the manifest
+    forget: bool = False                  # uninstall: drop the file's record once applied
+    remove_dirs: list[Path] = attrs.field(factory=list)  # install created them; removed when empty
 
     @property
     def changed(self) -> bool:
@@ -152,8 +166,9 @@ class Change:
     def apply(self) -> None:
         if self.after is None:
             self.path.unlink(missing_ok=True)
-            if self.path.parent.name == ".claude" and not any(self.path.parent.iterdir()):
-                self.path.parent.rmdir()  # install made it for this file
+            for d in self.remove_dirs:  # deepest first
+                if d.is_dir() and not any(d.iterdir()):
+                    d.rmdir()
             return
         mode = (self.path.stat().st_mode & 0o777) if self.path.exists() else None  # ~/.claude.json stays private
         atomic_write_text(self.path, self.after, mode=mode)
@@ -179,14 +194,50 @@ def _dump(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def plan_file(path: Path, edit) -> Change:  # type: ignore[no-untyped-def]
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories above ``path`` that do not exist yet, deepest first."""
+    out = []
+    d = path.parent
+    while not d.exists():
+        out.append(d)
+        d = d.parent
+    return out
+
+
+def plan_install(path: Path, edit, manifest: dict[str, Any]) -> Change:  # type: ignore[no-untyped-def]
     before, doc = _read(path)
     new = edit(doc)
     if new == doc:
         return Change(path, before, before)
-    if not new and before is not None and doc:  # only realmem's entries were in it: the file goes too
-        return Change(path, before, None)
-    return Change(path, before, _dump(new))
+    record = None
+    if remove_hooks(remove_server(doc)) == doc:
+        # The file as found, unless realmem's entries are in it already (a second install, say
+        # with another home): then the first record still says what was there before realmem.
+        record = {"text": before, "dirs": [str(d) for d in _missing_dirs(path)]}
+    return Change(path, before, _dump(new), record=record)
+
+
+def plan_uninstall(path: Path, edit, manifest: dict[str, Any]) -> Change:  # type: ignore[no-untyped-def]
+    before, doc = _read(path)
+    new = edit(doc)
+    if new == doc:
+        return Change(path, before, before)
+    record = manifest.get(str(path))
+    if not isinstance(record, dict):  # no record (another home, an older realmem): entries, and a file only they fill
+        if not new and before is not None and doc:
+            return Change(path, before, None)
+        return Change(path, before, _dump(new))
+    found = record.get("text") if isinstance(record.get("text"), str) else None  # None: there was no file
+    if found is None:
+        found_doc: Any = {}
+    else:
+        try:
+            found_doc = json.loads(found) if found.strip() else {}
+        except ValueError:
+            found_doc = None
+    if new != found_doc:  # edited since install: keep those edits
+        return Change(path, before, _dump(new), forget=True)
+    return Change(path, before, found, forget=True, remove_dirs=[Path(d) for d in record.get("dirs", [])])
 
 
 def claude_paths(scope: str, project_root: Path, user_home: Path) -> tuple[Path, Path]:
@@ -197,11 +248,28 @@ def claude_paths(scope: str, project_root: Path, user_home: Path) -> tuple[Path,
 
 
 def plan_claude_code(scope: str, project_root: Path, user_home: Path, home: str | None, *,
-                     uninstall: bool) -> list[Change]:
-    settings, mcp_file = claude_paths(scope, project_root, user_home)
+                     uninstall: bool, manifest: dict[str, Any] | None = None) -> list[Change]:
+    settings, mcp_file = (p.absolute() for p in claude_paths(scope, project_root, user_home))
+    manifest = manifest or {}
     if uninstall:
-        return [plan_file(settings, remove_hooks), plan_file(mcp_file, remove_server)]
-    return [plan_file(settings, lambda d: add_hooks(d, home)), plan_file(mcp_file, lambda d: add_server(d, home))]
+        return [plan_uninstall(settings, remove_hooks, manifest), plan_uninstall(mcp_file, remove_server, manifest)]
+    return [plan_install(settings, lambda d: add_hooks(d, home), manifest),
+            plan_install(mcp_file, lambda d: add_server(d, home), manifest)]
+
+
+def load_manifest(realmem_home: Path) -> dict[str, Any]:
+    path = realmem_home / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise InstallError(f"cannot read {path} ({exc}); move it away to continue") from None
+    return data if isinstance(data, dict) else {}
+
+
+def save_manifest(realmem_home: Path, manifest: dict[str, Any]) -> None:
+    atomic_write_text(realmem_home / MANIFEST, _dump(manifest), mode=0o600)
 
 
 def explicit_home(cli_home: str | None) -> str | None:
@@ -237,7 +305,10 @@ def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> N
     cwd = Path(c.cwd or os.getcwd()).resolve()
     project = detect(cwd)
     root = project.root if project is not None else cwd
-    changes = plan_claude_code(scope, root, Path.home(), explicit_home(c.home), uninstall=uninstall)
+    realmem_home = home_dir(c.home)
+    manifest = load_manifest(realmem_home)
+    changes = plan_claude_code(scope, root, Path.home(), explicit_home(c.home), uninstall=uninstall,
+                               manifest=manifest)
     todo = [ch for ch in changes if ch.changed]
     if not todo:
         click.echo("Nothing to remove: realmem is not installed there." if uninstall
@@ -248,8 +319,14 @@ def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> N
     if not yes and not click.confirm("Apply these changes?", default=False):
         click.echo("Nothing changed.")
         raise SystemExit(1)
+    recorded = [ch for ch in todo if ch.record is not None]
+    if recorded:  # before the files change: a failed write then leaves a record of the untouched file
+        save_manifest(realmem_home, manifest | {str(ch.path): ch.record for ch in recorded})
     for ch in todo:
         ch.apply()
+    if any(ch.forget for ch in todo):
+        save_manifest(realmem_home, {k: v for k, v in manifest.items()
+                                     if k not in {str(ch.path) for ch in todo if ch.forget}})
     verb = "Removed realmem from" if uninstall else "Installed realmem into"
     click.echo(f"{verb}: " + ", ".join(str(ch.path) for ch in todo))
     if not uninstall:
