@@ -18,6 +18,7 @@ from realmem.clients import NotConfigured, SystemOneClient
 from realmem.config import Config
 
 from conftest import kill_workers
+from test_claude_hooks import fixture, run_hook, server  # noqa: F401 (the hook server fixture)
 from test_cli import ok
 from test_clients import QUESTIONS, STATE
 from test_mcp import run_client, text_of
@@ -127,3 +128,14 @@ def test_config_key_advice(home: Path, pi: None) -> None:
     frontend.use(frontend.SHELL)
     assert cfg.key_advice("rewriter.key") == ("rewriter.key is not set; set it with "
                                               "realmem settings set rewriter.key VALUE")
+
+
+def test_claude_code_session_start_names_shell_commands(home: Path, repo: Path, git: Any, server: Any) -> None:
+    """The SessionStart hook's systemMessage (served by the hook server) is read by a Claude Code user."""
+    (repo / ".gitignore").write_text(".pi/\n", encoding="utf-8")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore .pi")
+    out = run_hook(fixture("session_start_startup", repo, "cc-1"), home)
+    assert out is not None
+    message = out["systemMessage"]
+    assert "Fix: realmem fix-gitignore (appends" in message and not PI_COMMAND.search(message)
