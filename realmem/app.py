@@ -26,6 +26,7 @@ import structlog
 
 from realmem import db, faults, fsutil, ids
 from realmem.config import Config, home_dir
+from realmem.errors import RealmemError  # re-exported: the name callers have always imported from here
 from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.events.types import Envelope, Key
@@ -52,10 +53,6 @@ NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryFor
 # Events that only add to a memory's counters: appended with one UPDATE per memory instead of
 # a load/apply/save pass over its whole row (a recall hit is written on every recall).
 COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
-
-
-class RealmemError(Exception):
-    """A refusal or not-found the user should see (exit code 1)."""
 
 
 class NotFound(RealmemError):

@@ -13,12 +13,11 @@ from typing import Any, NoReturn
 
 import click
 
-from realmem import ids, logs
+from realmem import errors, ids, logs
 from realmem.agents.install import install
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
-from realmem.config import DEFAULTS, Config, ConfigError, home_dir, override
-from realmem.lock import LockTimeout
+from realmem.config import DEFAULTS, Config, home_dir, override
 from realmem.words import count
 
 
@@ -50,16 +49,14 @@ pass_ctx = click.make_pass_decorator(Ctx)
 
 
 class Group(click.Group):
-    """Maps RealmemError and endpoint failures to exit 1 and usage problems to exit 2, as one
-    line on stderr (the details are in the log)."""
+    """Maps realmem's errors to their exit code (``errors.code_of``: 1 refused or not found,
+    2 usage), as one line on stderr (the details are in the log)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (RealmemError, EndpointError, EndpointUnavailable, LockTimeout) as exc:
-            _fail(str(exc), 1)
-        except ConfigError as exc:
-            _fail(str(exc), 2)
+        except errors.Error as exc:
+            _fail(str(exc), errors.code_of(exc))
 
 
 @click.group(cls=Group)
@@ -579,10 +576,7 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
     if app.project is None or not app.project.is_git:
         click.echo("Not a git repository: nothing to check.")
         return
-    try:
-        st = gitignore.check(app.project.root)
-    except gitignore.GitIgnoreError as exc:
-        raise RealmemError(str(exc)) from None
+    st = gitignore.check(app.project.root)
     if not st.ignored:
         click.echo(".pi/realmem is not ignored by git: shared memories will be committed.")
         return
@@ -596,10 +590,7 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
         click.echo(f"  {line}")
     if not yes and not click.confirm("Append it?", default=False):
         sys.exit(1)
-    try:
-        after = gitignore.apply_fix(app.project.root, st.fix)
-    except gitignore.GitIgnoreError as exc:
-        raise RealmemError(str(exc)) from None
+    after = gitignore.apply_fix(app.project.root, st.fix)
     click.echo("Fixed: .pi/realmem is no longer ignored." if not after.ignored else "Still ignored!")
     sys.exit(0 if not after.ignored else 1)
 

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from realmem.errors import UsageError
 from realmem.frontend import set_in
 from realmem.fsutil import atomic_write_text, private_dir
 
@@ -288,5 +289,5 @@ def mask_secret(value: str) -> str:
     return "****" + value[-4:] if len(value) > 8 else "****"
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError, ValueError):
     pass

@@ -23,6 +23,7 @@ import attrs
 
 from realmem import frontend
 from realmem.fsutil import fsync_dir
+from realmem.errors import Error
 
 STORE = ".pi/realmem"
 STORE_PROBE = f"{STORE}/x.md"
@@ -69,7 +70,7 @@ _LOCAL_GIT_ENV = frozenset(
     }
 )
 
-class GitIgnoreError(RuntimeError):
+class GitIgnoreError(Error, RuntimeError):
     """git failed unexpectedly, or a fix could not be applied or did not take effect."""
 
 

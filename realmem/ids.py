@@ -9,6 +9,8 @@ import time
 import uuid
 from collections.abc import Iterable
 
+from realmem.errors import Error
+
 _lock = threading.Lock()
 _last_ms = 0
 _seq = 0
@@ -56,7 +58,7 @@ def canonical(value: str) -> str | None:
         return None
 
 
-class IdError(LookupError):
+class IdError(Error, LookupError):
     """An id that matches nothing, or a prefix that matches several memories."""
 
     def __init__(self, message: str, candidates: list[str] | None = None) -> None:

@@ -34,6 +34,7 @@ import apsw
 import structlog
 
 from realmem.db import connect, transaction
+from realmem.errors import Error
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +51,7 @@ _FORK_ORPHANS: list[apsw.Connection] = []
 _INSTANCES: weakref.WeakSet[LeaseLock] = weakref.WeakSet()
 
 
-class LockTimeout(TimeoutError):
+class LockTimeout(Error, TimeoutError):
     """The lease stayed with another holder for the whole timeout.
 
     ``holder`` describes that holder (``LeaseLock.holder()``) so the caller can queue its work

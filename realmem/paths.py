@@ -25,6 +25,8 @@ import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
+from realmem.errors import UsageError
+
 __all__ = [
     "PathError",
     "PathIndex",
@@ -56,7 +58,7 @@ _SHELL_OPERATORS = frozenset(";&|<>()")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=(.*)\Z", re.DOTALL)
 
 
-class PathError(ValueError):
+class PathError(UsageError, ValueError):
     """A path that cannot be accepted or cannot be expressed in the requested frame."""
 
 

@@ -20,11 +20,9 @@ from typing import Any, TextIO
 
 import structlog
 
-from realmem import __version__, frontend, ids, logs
+from realmem import __version__, errors, frontend, ids, logs
 from realmem.app import Realmem, RealmemError
-from realmem.clients.errors import EndpointError, EndpointUnavailable
-from realmem.config import Config, ConfigError, home_dir
-from realmem.lock import LockTimeout
+from realmem.config import Config, home_dir
 from realmem.words import count
 
 logger = structlog.get_logger("realmem.rpc")
@@ -32,12 +30,6 @@ logger = structlog.get_logger("realmem.rpc")
 
 class Cancelled(RealmemError):
     pass
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # Methods that may wait on the network (judge, embedder, chat) or run long.  They run on a
@@ -123,13 +115,13 @@ def _has_surrogate(value: Any) -> bool:
 
 
 def validate(method: str, params: dict[str, Any]) -> None:
-    """Raise RpcError(2) when ``params`` do not match docs/rpc.md for ``method``."""
+    """Raise ParamError (code 2) when ``params`` do not match docs/rpc.md for ``method``."""
     for name, kind in {**COMMON, **PARAMS.get(method, {})}.items():
         value = params.get(name)
         if value is not None and (why := _type_error(kind, value)) is not None:
-            raise RpcError(2, f"{method}: {name} {why}")
+            raise errors.ParamError(f"{method}: {name} {why}")
     if _has_surrogate(params):
-        raise RpcError(2, f"{method}: params hold a lone surrogate, which is not valid Unicode")
+        raise errors.ParamError(f"{method}: params hold a lone surrogate, which is not valid Unicode")
 
 
 class Server:
@@ -181,7 +173,7 @@ class Server:
         app = self.apps.get(cwd)
         if app is None:
             if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
-                raise RpcError(2, f"cwd {cwd} is not an existing directory")
+                raise errors.ParamError(f"cwd {cwd} is not an existing directory")
             app = Realmem.open(self.home, cwd, scan=False)
             self.apps[cwd] = app
         app.session = params.get("session") or app.session
@@ -210,20 +202,13 @@ class Server:
         try:
             validate(method, params)
             result = fn(params)
-        except Cancelled:
-            err = {"code": 1, "message": "cancelled"}
-        except RealmemError as exc:
-            err = {"code": 1, "message": str(exc)}
-        except (RpcError,) as exc:
-            err = {"code": exc.code, "message": str(exc)}
-        except (EndpointError, EndpointUnavailable, LockTimeout) as exc:  # the user's to fix, or to retry
-            err = {"code": 1, "message": str(exc)}
-        except (ConfigError, ValueError, TypeError, KeyError) as exc:
-            logger.warning("rpc usage error", method=method, error=str(exc))
-            err = {"code": 2, "message": f"{type(exc).__name__}: {exc}"}
-        except Exception as exc:  # a bug must not kill the child: Pi keeps working
-            traceback.print_exc(file=sys.stderr)
-            err = {"code": 3, "message": f"internal error in {method}: {type(exc).__name__}: {exc}"}
+        except Exception as exc:  # a bug must not kill the child either: Pi keeps working
+            code = errors.code_of(exc)
+            if code == errors.USAGE:
+                logger.warning("rpc usage error", method=method, error=str(exc))
+            elif code == errors.INTERNAL:
+                traceback.print_exc(file=sys.stderr)
+            err = {"code": code, "message": errors.message_of(exc, method)}
         else:
             if mid is not None:
                 self.send({"jsonrpc": "2.0", "id": mid, "result": result})
@@ -395,10 +380,7 @@ class Server:
             return {"text": ".pi/realmem is not ignored by git; nothing to fix.", "ignored": False}
         if st.fix is None:
             raise RealmemError(st.warning() or "no automatic fix found")
-        try:
-            after = gitignore.apply_fix(app.project.root, st.fix)
-        except gitignore.GitIgnoreError as exc:
-            raise RealmemError(str(exc)) from None
+        after = gitignore.apply_fix(app.project.root, st.fix)
         return {"text": f"Appended to {st.fix.file}: {', '.join(st.fix.lines)}", "ignored": after.ignored}
 
     def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -418,12 +400,8 @@ class Server:
         return {"text": f"{key} saved."}
 
     def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.clients.errors import EndpointError, EndpointUnavailable
         from realmem.settings import list_endpoint_models
-        try:
-            return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
-        except (EndpointError, EndpointUnavailable) as exc:  # not set, unreachable, bad answer: the user's to fix
-            raise RealmemError(str(exc)) from None
+        return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
 
     def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem.settings import test_endpoints

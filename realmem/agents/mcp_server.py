@@ -24,11 +24,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from realmem import __version__, logs, prompt, tools
+from realmem import __version__, errors, logs, prompt, tools
 from realmem import session as sessions
-from realmem.app import Realmem, RealmemError
-from realmem.clients.errors import EndpointError, EndpointUnavailable
-from realmem.config import ConfigError, home_dir
+from realmem.app import Realmem
+from realmem.config import home_dir
 
 logger = structlog.get_logger("realmem.mcp")
 
@@ -136,13 +135,10 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         who = _actor_of(ctx)
         try:
             out = await anyio.to_thread.run_sync(backend.run, project, who, fn)
-        except (RealmemError, EndpointError, EndpointUnavailable) as exc:
-            return _result(str(exc), error=True)
-        except (ConfigError, ValueError, TypeError, KeyError) as exc:  # bad argument values, as rpc code 2
-            return _result(f"{type(exc).__name__}: {exc}", error=True)
-        except Exception as exc:  # a bug: say so in one line, as the rpc child does; the traceback goes to stderr
-            logger.exception("mcp.internal_error", tool=tool)
-            return _result(f"internal error in {tool}: {type(exc).__name__}: {exc}", error=True)
+        except Exception as exc:  # refused, bad argument or a bug: one line, as the rpc child answers
+            if errors.code_of(exc) == errors.INTERNAL:  # the traceback goes to stderr
+                logger.exception("mcp.internal_error", tool=tool)
+            return _result(errors.message_of(exc, tool), error=True)
         return _result(str(out["text"]))
 
     @server.tool(name="realmem_recall", title=TITLES["realmem_recall"], description=DESCRIPTIONS["realmem_recall"])

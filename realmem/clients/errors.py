@@ -7,8 +7,10 @@ model name, a malformed request or answer).
 
 from __future__ import annotations
 
+from realmem.errors import Error
 
-class EndpointUnavailable(Exception):
+
+class EndpointUnavailable(Error):
     """The endpoint could not answer now: refused, timed out, 5xx, 429 or 503 while loading."""
 
     def __init__(self, message: str, *, url: str = "", status: int | None = None,
@@ -19,7 +21,7 @@ class EndpointUnavailable(Exception):
         self.retry_after = retry_after
 
 
-class EndpointError(Exception):
+class EndpointError(Error):
     """The endpoint refused the request, or answered something unusable."""
 
     def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from realmem import ids
+from realmem.errors import UsageError
 from realmem.fsutil import atomic_write_text, read_regular, remove_file
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ OWN_KEYS = ("id", "caption", "paths", "created", "updated")
 MAX_FILE_BYTES = 256 * 1024
 
 
-class FactFileError(ValueError):
+class FactFileError(UsageError, ValueError):
     """A fact file that cannot be read; carries the 1-based line of the problem when known."""
 
     def __init__(self, message: str, line: int | None = None) -> None:
