@@ -1,5 +1,7 @@
 """The `realmem` command line: every /realmem subcommand headless, plus replay, audit,
-events, worker, rpc and bench (DESIGN.md section 7).  A thin layer over the modules.
+events, worker, rpc and bench (DESIGN.md section 7).  A thin layer over ``realmem.commands``
+and ``realmem.tools``, which the rpc child calls too.  Each command imports what it needs inside
+its body, so `realmem rpc` and `realmem worker` start without loading the whole gate.
 
 Exit codes: 0 success, 1 refused or not found, 2 usage error.
 """
@@ -16,13 +18,17 @@ import click
 from realmem import errors, ids, logs
 from realmem.agents.install import install
 from realmem.app import Realmem, RealmemError
-from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.config import DEFAULTS, Config, home_dir, override
 from realmem.words import count
 
 
 def _out(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    """A command's result: its details as JSON, or its text."""
+    _out(result["details"]) if as_json else click.echo(result["text"])
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -169,25 +175,17 @@ def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str,
 def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
           write: bool, as_json: bool) -> None:
     """Dry-run the remember path and show the full trace."""
-    from realmem.remember import remember, render_trace
-    out = remember(c.app(), caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                   source="debug", dry_run=not write)
-    if as_json:
-        _out({"action": out.action, "text": out.text, "trace": out.trace, "written": write})
-    else:
-        click.echo(render_trace(out))
+    from realmem import commands
+    _print(commands.debug(c.app(), caption=caption, content=content, scope=scope, paths=paths,
+                          user_requested=user_requested, write=write), as_json)
 
 
 @cli.command()
 @pass_ctx
 def retry(c: Ctx) -> None:
     """Retry this project's queued candidates now (the worker also retries them with backoff)."""
-    from realmem.remember import retry as do_retry
-    outs = do_retry(c.app(), force=True, progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))
-    if not outs:
-        click.echo("Nothing queued for this project.")
-    for o in outs:
-        click.echo(o.text)
+    from realmem import commands
+    click.echo(commands.retry(c.app(), progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))["text"])
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -250,27 +248,24 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
 @pass_ctx
 def show(c: Ctx, id_value: str, as_json: bool) -> None:
     """One memory with its metadata."""
-    from realmem.manage import detail
-    app = c.app()
-    key = app.resolve(id_value)
-    m = app.memory(key)
-    assert m is not None
-    data = detail(app, key)
-    used, injected = data["used_count"], data["path_inject_count"]
+    from realmem import commands
+    shown = commands.show(c.app(), id_value)
     if as_json:
-        _out(data)
+        _out(shown["details"])
         return
-    click.echo(f"{data['id']}  {m.caption}")
-    click.echo(f"scope {data['scope']} · paths {', '.join(m.paths)} · used {used} · shown {injected}")
-    click.echo(f"file {app.store_dir(m.store) / m.file}")
-    if data["urgency"]:
-        click.echo(f"urgency {data['urgency']['score']:.2f} ({data['urgency']['source']})")
-    if data["stale"]:
-        click.echo(f"⚠ {data['stale']['text']}")
-    if m.quarantined:
-        click.echo(f"QUARANTINED: {m.quarantined}")
+    d = shown["details"]
+    click.echo(f"{d['id']}  {d['caption']}")
+    click.echo(f"scope {d['scope']} · paths {', '.join(d['paths'])} · used {d['used_count']} · "
+               f"shown {d['path_inject_count']}")
+    click.echo(f"file {d['file_path']}")
+    if d["urgency"]:
+        click.echo(f"urgency {d['urgency']['score']:.2f} ({d['urgency']['source']})")
+    if d["stale"]:
+        click.echo(f"⚠ {d['stale']['text']}")
+    if d["quarantined"]:
+        click.echo(f"QUARANTINED: {d['quarantined']}")
     click.echo("")
-    click.echo(m.content)
+    click.echo(d["content"])
 
 
 @cli.command()
@@ -278,13 +273,13 @@ def show(c: Ctx, id_value: str, as_json: bool) -> None:
 @pass_ctx
 def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
     """Delete memories by id (or unique prefix)."""
-    from realmem import memories
-    app = c.app()
-    keys, missing = memories.forget(app, [app.resolve(v) for v in id_values])
-    for k in keys:
-        click.echo(f"Forgot {ids.short(k[1])}")
-    if missing:
-        raise RealmemError("\n".join(missing))
+    from realmem.tools import forget as forget_ids
+    done = forget_ids(c.app(), id_values)
+    if not done["details"]["forgotten"]:
+        raise RealmemError(done["text"])
+    click.echo(done["text"])
+    if done["details"]["errors"]:
+        sys.exit(1)
 
 
 @cli.command()
@@ -292,9 +287,9 @@ def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
 @pass_ctx
 def status(c: Ctx, as_json: bool) -> None:
     """Counts per store, queue, worker, endpoints, gitignore warning."""
-    from realmem import status as st
-    info = st.gather(c.app())
-    _out(info) if as_json else click.echo(st.text(info))
+    from realmem.tools import status as gather
+    info = gather(c.app())
+    _out(info["details"]) if as_json else click.echo(info["text"])
 
 
 @cli.command()
@@ -406,29 +401,16 @@ def events(c: Ctx, since: int, as_json: bool) -> None:
 @pass_ctx
 def reindex(c: Ctx) -> None:
     """Rebuild the FTS5 and vector indexes from the memories and the embeddings cache."""
-    from realmem import db
-    from realmem.projections import index
-    app = c.app()
-    with app.write_lease(), db.transaction(app.conn):
-        n = index.rebuild_fts(app.conn)
-        index.prune_embeddings(app.conn)
-        v = index.rebuild_vectors(app.conn)
-    click.echo(f"Reindexed {count(n, 'memory')}; {count(v, 'vector')} indexed.")
+    from realmem import commands
+    click.echo(commands.reindex(c.app())["text"])
 
 
 @cli.command()
 @pass_ctx
 def embed(c: Ctx) -> None:
     """Embed every memory that has no cached vector in the current embedding space."""
-    from realmem import embedder
-    app = c.app()
-    if embedder.client(app) is None:
-        raise RealmemError("no embedding endpoint is set (realmem settings set embedding.url URL)")
-    try:
-        n = embedder.embed_missing(app, progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))
-    except (EndpointUnavailable, EndpointError) as exc:
-        raise RealmemError(f"embedding failed: {exc}") from None
-    click.echo(f"Embedded {count(n, 'memory')}.")
+    from realmem import commands
+    click.echo(commands.embed(c.app(), progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))["text"])
 
 
 @cli.command()
@@ -551,18 +533,16 @@ def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
 @pass_ctx
 def prune_paths(c: Ctx, yes: bool) -> None:
     """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
-    from realmem import missing
+    from realmem import commands
     app = c.app()
-    plan = missing.prune_plan(app)
-    if not plan:
-        click.echo("No memory points at a missing path.")
+    plan = commands.prune_paths(app, apply=False)
+    click.echo(plan["text"])
+    if not plan["details"]["changes"]:
         return
-    for m, gone, kept in plan:
-        click.echo(f"[{ids.short(m.id)}] {m.caption}: drop {', '.join(gone)}" + ("" if kept else "  → delete the memory"))
     if not yes and not click.confirm("Apply these changes?", default=False):
         sys.exit(1)
-    missing.prune(app)
-    click.echo(f"Pruned {count(len(plan), 'memory')}.")
+    done = commands.prune_paths(app, apply=True)["details"]["changes"]
+    click.echo(f"Pruned {count(len(done), 'memory')}.")
 
 
 @cli.command(name="fix-gitignore")
@@ -645,11 +625,8 @@ def stale(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def approve(c: Ctx, id_value: str) -> None:
     """Release a quarantined memory (it failed the safety scan when it arrived from outside)."""
-    from realmem import memories
-    app = c.app()
-    key = app.resolve(id_value)
-    memories.approve(app, key)
-    click.echo(f"Approved {ids.short(key[1])}.")
+    from realmem import commands
+    click.echo(commands.approve(c.app(), id_value)["text"])
 
 
 @cli.command()

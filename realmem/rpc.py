@@ -20,10 +20,9 @@ from typing import Any, TextIO
 
 import structlog
 
-from realmem import __version__, errors, frontend, ids, logs
+from realmem import __version__, errors, frontend, logs
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir
-from realmem.words import count
 
 logger = structlog.get_logger("realmem.rpc")
 
@@ -302,57 +301,29 @@ class Server:
         return tools.forget(self.app(p), _strs(p.get("ids")))
 
     def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import manage, render
-        app = self.app(p)
-        key = app.resolve(str(p.get("id", "")))
-        m = app.memory(key)
-        assert m is not None
-        details = manage.detail(app, key)
-        stale = details["stale"]["text"] if details["stale"] else None
-        return {"text": render.memory_block(m, details["used_count"], stale), "details": details}
+        from realmem import commands
+        return commands.show(self.app(p), str(p.get("id", "")))
 
     def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import memories, render
-        app = self.app(p)
-        key = app.resolve(str(p.get("id", "")))
-        stored = memories.edit_paths_from_input(app, key, _strs(p["paths"])) if p.get("paths") is not None else None
-        m = memories.edit(app, key, caption=p.get("caption"), content=p.get("content"), stored_paths=stored,
-                          reason="manual")
-        return {"text": f"Edited [{ids.short(m.id)}] {m.caption}", "details": render.memory_json(m, *app.counters(key))}
+        from realmem import commands
+        return commands.edit(self.app(p), str(p.get("id", "")), caption=p.get("caption"), content=p.get("content"),
+                             paths=_strs(p["paths"]) if p.get("paths") is not None else None)
 
     def on_move(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import memories, render
-        app = self.app(p)
-        key = app.resolve(str(p.get("id", "")))
-        m = memories.move(app, key, app.store_for_scope(str(p.get("scope", ""))))
-        return {"text": f"Moved [{ids.short(m.id)}] to {m.store.split(':')[0]}",
-                "details": render.memory_json(m, *app.counters((m.store, m.id)))}
+        from realmem import commands
+        return commands.move(self.app(p), str(p.get("id", "")), str(p.get("scope", "")))
 
     def on_approve(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import memories
-        app = self.app(p)
-        key = app.resolve(str(p.get("id", "")))
-        memories.approve(app, key)
-        return {"text": f"Approved {ids.short(key[1])}; it is visible to the model again."}
+        from realmem import commands
+        return commands.approve(self.app(p), str(p.get("id", "")))
 
     def on_apply_suggested_path(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import missing
-        app = self.app(p)
-        key = app.resolve(str(p.get("id", "")))
-        m = missing.apply_suggestion(app, key, str(p.get("path", "")))
-        return {"text": f"Paths of [{ids.short(m.id)}] now {', '.join(m.paths)}"}
+        from realmem import commands
+        return commands.apply_suggested_path(self.app(p), str(p.get("id", "")), str(p.get("path", "")))
 
     def on_prune_paths(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import missing
-        app = self.app(p)
-        plan = missing.prune(app) if p.get("apply") else missing.prune_plan(app)
-        changes = [{"id": ids.short(m.id), "caption": m.caption, "gone": gone, "kept": kept,
-                    "delete": not kept} for m, gone, kept in plan]
-        verb = "Pruned" if p.get("apply") else "Would prune"
-        lines = [f"{verb} {count(len(plan), 'memory')}:" if plan else "No memory points at a missing path."]
-        lines += [f"  [{c['id']}] {c['caption']}: drop {', '.join(c['gone'])}" + (" (delete)" if c["delete"] else "")
-                  for c in changes]
-        return {"text": "\n".join(lines), "details": {"changes": changes}}
+        from realmem import commands
+        return commands.prune_paths(self.app(p), apply=bool(p.get("apply")))
 
     def on_check_paths(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import memories, paths
@@ -408,35 +379,22 @@ class Server:
         return {"results": test_endpoints(Config(self.home))}
 
     def on_debug(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.remember import remember, render_trace
-        app = self.app(p)
-        out = remember(app, str(p.get("caption", "")), str(p.get("content", "")), scope=p.get("scope"),
-                       paths=_strs(p.get("paths")), user_requested=bool(p.get("user_requested")), source="debug",
-                       dry_run=not p.get("write"))
-        return {"text": render_trace(out), "details": {"action": out.action, "trace": out.trace}}
+        from realmem import commands
+        return commands.debug(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
+                              scope=p.get("scope"), paths=_strs(p.get("paths")),
+                              user_requested=bool(p.get("user_requested")), write=bool(p.get("write")))
 
     def on_retry(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.remember import retry
-        outs = retry(self.app(p), force=True, progress=self.progress(p.get("progress_token")))
-        return {"text": "\n".join(o.text for o in outs) or "Nothing queued for this project."}
+        from realmem import commands
+        return commands.retry(self.app(p), progress=self.progress(p.get("progress_token")))
 
     def on_embed(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import embedder
-        app = self.app(p)
-        if embedder.client(app) is None:
-            raise RealmemError("no embedding endpoint is set (/realmem settings)")
-        n = embedder.embed_missing(app, progress=self.progress(p.get("progress_token")))
-        return {"text": f"Embedded {count(n, 'memory')}."}
+        from realmem import commands
+        return commands.embed(self.app(p), progress=self.progress(p.get("progress_token")))
 
     def on_reindex(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem import db
-        from realmem.projections import index
-        app = self.app(p)
-        with app.write_lease(), db.transaction(app.conn):
-            n = index.rebuild_fts(app.conn)
-            index.prune_embeddings(app.conn)
-            v = index.rebuild_vectors(app.conn)
-        return {"text": f"Reindexed {count(n, 'memory')}; {count(v, 'vector')} indexed."}
+        from realmem import commands
+        return commands.reindex(self.app(p))
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem import importer

@@ -154,7 +154,7 @@ def test_prune_paths_lists_then_asks_and_n_changes_nothing(home: Path, app: Real
     res = cli(home, tree, "prune-paths", stdin="n\n")
     assert res.returncode == 1
     assert f"[{ids.short(partly.id)}] Old and lib: drop src/old\n" in res.stdout
-    assert f"[{ids.short(gone.id)}] Only gone paths: drop src/old/a.py, nowhere  → delete the memory" in res.stdout
+    assert f"[{ids.short(gone.id)}] Only gone paths: drop src/old/a.py, nowhere (delete)" in res.stdout
     assert "All fine" not in res.stdout
     assert "Apply these changes?" in res.stdout
     assert snapshot(home, tree) == before
