@@ -269,7 +269,7 @@ class Realmem:
             mem_id = ids.resolve(value, by_id.keys())
         except ids.IdError as exc:
             raise RealmemError(str(exc)) from None
-        return (by_id[mem_id], mem_id)
+        return Key(by_id[mem_id], mem_id)
 
     # --- writing -------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from realmem import errors, ids, logs
 from realmem.agents.install import install
 from realmem.app import Realmem, RealmemError
 from realmem.config import DEFAULTS, Config, home_dir, override
+from realmem.project import SCOPES
 from realmem.words import count
 
 
@@ -113,7 +114,7 @@ def _remember_options(f):  # type: ignore[no-untyped-def]
     f = _max_questions(f)
     f = click.option("--json", "as_json", is_flag=True)(f)
     f = click.option("--path", "paths", multiple=True, help="file, directory or glob (repeatable)")(f)
-    f = click.option("--scope", type=click.Choice(["global", "shared", "personal"]))(f)
+    f = click.option("--scope", type=click.Choice(SCOPES))(f)
     f = click.option("--content", required=True, callback=_text)(f)
     f = click.option("--caption", required=True, callback=_text)(f)
     return f
@@ -165,7 +166,7 @@ def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str,
 @cli.command()
 @click.option("--caption", required=True, callback=_text)
 @click.option("--content", required=True, callback=_text)
-@click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
+@click.option("--scope", type=click.Choice(SCOPES))
 @click.option("--path", "paths", multiple=True)
 @click.option("--user-requested", is_flag=True)
 @click.option("--write", is_flag=True, help="perform the write for real")
@@ -194,7 +195,7 @@ def retry(c: Ctx) -> None:
 @click.argument("query", nargs=-1)
 @click.option("--path", "paths", multiple=True)
 @click.option("--id", "id_values", multiple=True)
-@click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
+@click.option("--scope", type=click.Choice(SCOPES))
 @click.option("--page", default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
@@ -220,7 +221,7 @@ def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tu
 
 
 @cli.command(name="list")
-@click.option("--scope", type=click.Choice(["global", "shared", "personal"]))
+@click.option("--scope", type=click.Choice(SCOPES))
 @click.option("--page", default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
@@ -414,7 +415,7 @@ def embed(c: Ctx) -> None:
 
 
 @cli.command()
-@click.argument("scopes", nargs=-1, type=click.Choice(["global", "shared", "personal"]))
+@click.argument("scopes", nargs=-1, type=click.Choice(SCOPES))
 @click.option("--no-paths", is_flag=True, help="skip the path revision pass")
 @click.option("--json", "as_json", is_flag=True)
 @_max_questions

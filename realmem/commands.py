@@ -49,8 +49,8 @@ def move(app: Realmem, id_value: str, scope: str) -> Result:
 def approve(app: Realmem, id_value: str) -> Result:
     key = app.resolve(id_value)
     memories.approve(app, key)
-    return {"text": f"Approved {ids.short(key[1])}; it is visible to the model again.",
-            "details": {"id": ids.short(key[1])}}
+    return {"text": f"Approved {ids.short(key.id)}; it is visible to the model again.",
+            "details": {"id": ids.short(key.id)}}
 
 
 def apply_suggested_path(app: Realmem, id_value: str, path: str) -> Result:

@@ -13,6 +13,7 @@ from typing import Any
 
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
+from realmem.project import SCOPES
 from realmem.prompt import file_hash, imported
 from realmem.words import count
 
@@ -158,7 +159,7 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
             for i, f in enumerate(facts, 1):
                 try:
                     out = remember(app, str(f.get("caption", "")), str(f.get("content", "")),
-                                   scope=f.get("scope") if f.get("scope") in ("shared", "personal", "global") else None,
+                                   scope=f.get("scope") if f.get("scope") in SCOPES else None,
                                    paths=[str(x) for x in f.get("paths") or []], user_requested=True, source="import")
                 except RealmemError as exc:  # one malformed fact from the model must not lose the others
                     report["outcomes"].append(f"Skipped a fact from {p.name}: {exc}")

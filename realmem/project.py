@@ -6,6 +6,7 @@ git, or before the first commit, it is ``path-<hash of root>``.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import subprocess
@@ -14,7 +15,19 @@ from pathlib import Path
 
 import attrs
 
-GLOBAL = "global"
+
+
+class Scope(enum.StrEnum):
+    """The three scopes a user or model names; a store's kind is one of them (str-valued, so
+    JSON, events and CLI arguments spell them as before)."""
+
+    GLOBAL = "global"
+    SHARED = "shared"
+    PERSONAL = "personal"
+
+
+SCOPES = tuple(s.value for s in Scope)  # ("global", "shared", "personal"), the order users see
+GLOBAL = Scope.GLOBAL.value
 
 
 @attrs.frozen

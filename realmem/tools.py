@@ -51,9 +51,9 @@ def forget(app: Realmem, id_values: Sequence[str]) -> dict[str, Any]:
         keys, missing = memories.forget(app, keys)
         errors.extend(missing)
     done = [f"Forgot {count(len(keys), 'memory')}: "
-            + ", ".join(ids.short(k[1]) for k in keys)] if keys else []
+            + ", ".join(ids.short(k.id) for k in keys)] if keys else []
     text = "\n".join(done + errors) or "Nothing forgotten."
-    return {"text": text, "details": {"forgotten": [ids.short(k[1]) for k in keys], "errors": errors}}
+    return {"text": text, "details": {"forgotten": [ids.short(k.id) for k in keys], "errors": errors}}
 
 
 def _page(res: Any) -> dict[str, Any]:

@@ -9,14 +9,20 @@ maps the stored type name back to its class.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import attrs
 
 if TYPE_CHECKING:
     import cattrs
 
-Key = tuple[str, str]  # (store, memory id)
+
+class Key(NamedTuple):
+    """A memory's address.  A plain ``(store, id)`` tuple compares and hashes equal, so rows
+    read from SQLite can be looked up without conversion."""
+
+    store: str
+    id: str
 
 
 @attrs.frozen
@@ -71,7 +77,7 @@ class MemoryAdded(Event):
     decision: int | None = None  # seq of the Decided event that caused it
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -88,7 +94,7 @@ class MemoryEdited(Event):
     decision: int | None = None
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -99,7 +105,7 @@ class MemoryForgotten(Event):
     reason: str  # forget | consolidate-forget | folded | prune-paths
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -114,7 +120,7 @@ class MemoryMoved(Event):
     reason: str
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id), (self.to_store, self.id)]
+        return [Key(self.store, self.id), Key(self.to_store, self.id)]
 
 
 @attrs.frozen
@@ -129,7 +135,7 @@ class FileObserved(Event):
     quarantine: str | None = None  # safety finding when the new content failed the scan
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -154,7 +160,7 @@ class MemoryApproved(Event):
     id: str
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -165,7 +171,7 @@ class Reinforced(Event):
     decision: int | None = None
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -174,7 +180,7 @@ class RecallHit(Event):
     hits: list[tuple[str, str]]
 
     def keys(self) -> list[Key]:
-        return [tuple(h) for h in self.hits]  # type: ignore[misc]
+        return [Key(*h) for h in self.hits]
 
 
 @attrs.frozen
@@ -185,7 +191,7 @@ class PathNotesShown(Event):
     tool: str
 
     def keys(self) -> list[Key]:
-        return [tuple(h) for h in self.hits]  # type: ignore[misc]
+        return [Key(*h) for h in self.hits]
 
 
 @attrs.frozen
@@ -201,7 +207,7 @@ class UrgencyJudged(Event):
     raw: dict[str, Any] = attrs.field(factory=dict)
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
@@ -214,7 +220,7 @@ class PathsChecked(Event):
     missing: dict[str, str | None]  # path -> suggestion
 
     def keys(self) -> list[Key]:
-        return [(self.store, self.id)]
+        return [Key(self.store, self.id)]
 
 
 @attrs.frozen
