@@ -26,7 +26,8 @@ import structlog
 
 from realmem import db, faults, fsutil, ids
 from realmem.config import Config, home_dir
-from realmem.errors import RealmemError  # re-exported: the name callers have always imported from here
+# Re-exported: the names callers have always imported from here.
+from realmem.errors import ChangedMeanwhile, LeaseLost, NotFound, RealmemError
 from realmem.events import store as log
 from realmem.events import types as ev
 from realmem.events.types import Envelope, Key
@@ -53,19 +54,6 @@ NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryFor
 # Events that only add to a memory's counters: appended with one UPDATE per memory instead of
 # a load/apply/save pass over its whole row (a recall hit is written on every recall).
 COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
-
-
-class NotFound(RealmemError):
-    """The memory a change was decided on is gone (forgotten or moved meanwhile)."""
-
-
-class ChangedMeanwhile(RealmemError):
-    """The memory changed after the change was decided on it; nothing was written."""
-
-
-class LeaseLost(RealmemError):
-    """This process lost the write lease (paused past its ttl) before appending: nothing was
-    written, and another process may have written since."""
 
 
 class WriteBusy(RealmemError, LockTimeout):

@@ -30,6 +30,19 @@ class RealmemError(Error):
     """A refusal or not-found the user should see (exit code 1)."""
 
 
+class NotFound(RealmemError):
+    """The memory a change was decided on is gone (forgotten or moved meanwhile)."""
+
+
+class ChangedMeanwhile(RealmemError):
+    """The memory changed after the change was decided on it; nothing was written."""
+
+
+class LeaseLost(RealmemError):
+    """This process lost the write lease (paused past its ttl) before appending: nothing was
+    written, and another process may have written since."""
+
+
 class UsageError(Error):
     """A value the user (or the model) passed that cannot be used (exit code 2)."""
 

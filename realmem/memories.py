@@ -12,13 +12,17 @@ there, and appended with that version expected: two edits of different fields bo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from realmem import ids, paths
-from realmem.app import ChangedMeanwhile, NotFound, Realmem, RealmemError
+from realmem.errors import ChangedMeanwhile, NotFound, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.project import GLOBAL, store_kind
 from realmem.projections.state import Memory
+
+if TYPE_CHECKING:  # the writer imports observe, which imports this module
+    from realmem.app import Realmem
 
 MAX_CAPTION = 200
 MAX_CONTENT = 8000
