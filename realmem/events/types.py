@@ -9,6 +9,7 @@ maps the stored type name back to its class.
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import attrs
@@ -23,6 +24,11 @@ class Key(NamedTuple):
 
     store: str
     id: str
+
+
+def content_hash(caption: str, content: str) -> str:
+    """sha256(caption + content): the exact-duplicate and embedding-cache key."""
+    return hashlib.sha256((caption.strip() + "\n" + content.strip()).encode("utf-8")).hexdigest()
 
 
 @attrs.frozen

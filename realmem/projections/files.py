@@ -20,7 +20,6 @@ ruamel would (a property test holds the two together); anything else goes to rua
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import io
 import json
 import re
@@ -32,6 +31,7 @@ import attrs
 
 from realmem import ids
 from realmem.errors import UsageError
+from realmem.events.types import content_hash  # re-exported: callers hash candidates through files
 from realmem.fsutil import atomic_write_text, read_regular, remove_file
 
 if TYPE_CHECKING:
@@ -295,11 +295,6 @@ def _extra_keys(previous: str) -> str:
     buf = io.StringIO()
     _yaml().dump(data, buf)
     return buf.getvalue()
-
-
-def content_hash(caption: str, content: str) -> str:
-    """sha256(caption + content): the exact-duplicate and embedding-cache key."""
-    return hashlib.sha256((caption.strip() + "\n" + content.strip()).encode("utf-8")).hexdigest()
 
 
 _SLUG_DROP = re.compile(r"[^\w]+", re.UNICODE)

@@ -7,13 +7,13 @@ disagree.  Tables mirror these dicts one to one (``projections/tables.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from realmem.events import types as ev
-from realmem.events.types import Envelope, Key
-from realmem.projections.files import content_hash
+from realmem.events.types import Envelope, Key, content_hash
 
 
 @attrs.define
@@ -119,103 +119,166 @@ def _clear_problems_for(state: State, store: str, file: str) -> None:
     state.problems.pop((store, file), None)
 
 
-def apply(state: State, env: Envelope) -> None:
-    """Fold one event into ``state``.  Must stay pure and deterministic: replay depends on it."""
-    e, seq = env.event, env.seq
-    if isinstance(e, (ev.MemoryAdded, ev.MemoryEdited)):
-        key = (e.store, e.id)
+def _written(state: State, e: ev.MemoryAdded | ev.MemoryEdited, env: Envelope) -> None:
+    key = Key(e.store, e.id)
+    old = state.memories.get(key)
+    source = e.source if isinstance(e, ev.MemoryAdded) else e.reason
+    quarantined = old.quarantined if old is not None and isinstance(e, ev.MemoryEdited) else None
+    state.memories[key] = _memory(e.store, e.id, e.fields, source, env.seq, quarantined)
+    counter = state.counters.setdefault(key, Counter())
+    if isinstance(e, ev.MemoryEdited):
+        counter.used_count += e.used_delta
+        missing = state.missing.get(key)
+        if missing:
+            kept = {p: s for p, s in missing.items() if p in e.fields.paths}
+            if kept:
+                state.missing[key] = kept
+            else:
+                state.missing.pop(key)
+    _clear_problems_for(state, e.store, e.fields.file)
+
+
+def _forgotten(state: State, e: ev.MemoryForgotten, env: Envelope) -> None:
+    _drop(state, Key(e.store, e.id))
+
+
+def _moved(state: State, e: ev.MemoryMoved, env: Envelope) -> None:
+    src, dst = Key(e.store, e.id), Key(e.to_store, e.id)
+    old = state.memories.get(src)
+    counter = state.counters.get(src, Counter())
+    urgency = state.urgency.get(src)
+    _drop(state, src)
+    state.memories[dst] = _memory(e.to_store, e.id, e.fields, old.source if old else "move", env.seq,
+                                  old.quarantined if old else None)
+    state.counters[dst] = Counter(counter.used_count, counter.path_inject_count)
+    if urgency is not None:
+        state.urgency[dst] = urgency
+
+
+def _observed(state: State, e: ev.FileObserved, env: Envelope) -> None:
+    key = Key(e.store, e.id)
+    if e.change == "deleted" or e.fields is None:
         old = state.memories.get(key)
-        source = e.source if isinstance(e, ev.MemoryAdded) else e.reason
-        quarantined = old.quarantined if old is not None and isinstance(e, ev.MemoryEdited) else None
-        state.memories[key] = _memory(e.store, e.id, e.fields, source, seq, quarantined)
-        counter = state.counters.setdefault(key, Counter())
-        if isinstance(e, ev.MemoryEdited):
-            counter.used_count += e.used_delta
-            missing = state.missing.get(key)
-            if missing:
-                kept = {p: s for p, s in missing.items() if p in e.fields.paths}
-                if kept:
-                    state.missing[key] = kept
-                else:
-                    state.missing.pop(key)
+        _drop(state, key)
+        if old is not None:
+            _clear_problems_for(state, e.store, old.file)
+    else:
+        state.memories[key] = _memory(e.store, e.id, e.fields, "observed", env.seq, e.quarantine)
+        state.counters.setdefault(key, Counter())
         _clear_problems_for(state, e.store, e.fields.file)
-    elif isinstance(e, ev.MemoryForgotten):
-        _drop(state, (e.store, e.id))
-    elif isinstance(e, ev.MemoryMoved):
-        src, dst = (e.store, e.id), (e.to_store, e.id)
-        old = state.memories.get(src)
-        counter = state.counters.get(src, Counter())
-        urgency = state.urgency.get(src)
-        _drop(state, src)
-        state.memories[dst] = _memory(e.to_store, e.id, e.fields, old.source if old else "move", seq,
-                                      old.quarantined if old else None)
-        state.counters[dst] = Counter(counter.used_count, counter.path_inject_count)
-        if urgency is not None:
-            state.urgency[dst] = urgency
-    elif isinstance(e, ev.FileObserved):
-        key = (e.store, e.id)
-        if e.change == "deleted" or e.fields is None:
-            old = state.memories.get(key)
-            _drop(state, key)
-            if old is not None:
-                _clear_problems_for(state, e.store, old.file)
-        else:
-            state.memories[key] = _memory(e.store, e.id, e.fields, "observed", seq, e.quarantine)
-            state.counters.setdefault(key, Counter())
-            _clear_problems_for(state, e.store, e.fields.file)
-    elif isinstance(e, ev.FileProblem):
-        if e.problem == "resolved":  # the file is gone or fine again
-            state.problems.pop((e.store, e.file), None)
-        else:
-            state.problems[(e.store, e.file)] = Problem(e.store, e.file, e.problem, e.message, e.line, e.digest)
-    elif isinstance(e, ev.MemoryApproved):
-        mem = state.memories.get((e.store, e.id))
-        if mem is not None:
-            mem.quarantined = None
-    elif isinstance(e, ev.Reinforced):
-        key = (e.store, e.id)
+
+
+def _file_problem(state: State, e: ev.FileProblem, env: Envelope) -> None:
+    if e.problem == "resolved":  # the file is gone or fine again
+        state.problems.pop((e.store, e.file), None)
+    else:
+        state.problems[(e.store, e.file)] = Problem(e.store, e.file, e.problem, e.message, e.line, e.digest)
+
+
+def _approved(state: State, e: ev.MemoryApproved, env: Envelope) -> None:
+    mem = state.memories.get(Key(e.store, e.id))
+    if mem is not None:
+        mem.quarantined = None
+
+
+def _reinforced(state: State, e: ev.Reinforced, env: Envelope) -> None:
+    key = Key(e.store, e.id)
+    if key in state.memories:
+        state.counters.setdefault(key, Counter()).used_count += 1
+
+
+def _recalled(state: State, e: ev.RecallHit, env: Envelope) -> None:
+    for key in e.keys():
         if key in state.memories:
             state.counters.setdefault(key, Counter()).used_count += 1
-    elif isinstance(e, ev.RecallHit):
-        for store, mem_id in e.hits:
-            if (store, mem_id) in state.memories:
-                state.counters.setdefault((store, mem_id), Counter()).used_count += 1
-    elif isinstance(e, ev.PathNotesShown):
-        for store, mem_id in e.hits:
-            if (store, mem_id) in state.memories:
-                state.counters.setdefault((store, mem_id), Counter()).path_inject_count += 1
-    elif isinstance(e, ev.UrgencyJudged):
-        if (e.store, e.id) in state.memories:
-            state.urgency[(e.store, e.id)] = Urgency(e.valid_for, e.score, dict(e.probabilities), e.confidence, e.source)
-    elif isinstance(e, ev.PathsChecked):
-        key = (e.store, e.id)
+
+
+def _notes_shown(state: State, e: ev.PathNotesShown, env: Envelope) -> None:
+    for key in e.keys():
         if key in state.memories:
-            if e.missing:
-                state.missing[key] = dict(e.missing)
-            else:
-                state.missing.pop(key, None)
-    elif isinstance(e, ev.StoreRegistered):
-        state.stores[e.store] = Store(e.store, e.kind, e.project_key, e.root, e.dir)
-    elif isinstance(e, ev.CandidateQueued):
-        state.pending[e.candidate_id] = Pending(
-            e.candidate_id, e.project_key, e.cwd, dict(e.candidate), e.reason, 0, e.next_try, seq
-        )
-    elif isinstance(e, ev.CandidateRetried):
-        p = state.pending.get(e.candidate_id)
-        if p is not None:
-            p.attempts += 1
-            p.reason = e.reason
-            p.next_try = e.next_try
-    elif isinstance(e, ev.CandidateMoved):
-        p = state.pending.get(e.candidate_id)
-        if p is not None:
-            p.project_key, p.cwd = e.project_key, e.cwd
-            p.payload = {**p.payload, "project_key": e.project_key, "cwd": e.cwd}
-    elif isinstance(e, ev.CandidateDone):
-        state.pending.pop(e.candidate_id, None)
-    elif isinstance(e, ev.ContextImported):
-        state.imported[e.path] = Imported(e.path, e.project_key, e.hash, e.facts, env.time)
-    # Decided and ImportStarted are audit records only: no projection.
+            state.counters.setdefault(key, Counter()).path_inject_count += 1
+
+
+def _urgency_judged(state: State, e: ev.UrgencyJudged, env: Envelope) -> None:
+    key = Key(e.store, e.id)
+    if key in state.memories:
+        state.urgency[key] = Urgency(e.valid_for, e.score, dict(e.probabilities), e.confidence, e.source)
+
+
+def _paths_checked(state: State, e: ev.PathsChecked, env: Envelope) -> None:
+    key = Key(e.store, e.id)
+    if key in state.memories:
+        if e.missing:
+            state.missing[key] = dict(e.missing)
+        else:
+            state.missing.pop(key, None)
+
+
+def _store_registered(state: State, e: ev.StoreRegistered, env: Envelope) -> None:
+    state.stores[e.store] = Store(e.store, e.kind, e.project_key, e.root, e.dir)
+
+
+def _queued(state: State, e: ev.CandidateQueued, env: Envelope) -> None:
+    state.pending[e.candidate_id] = Pending(
+        e.candidate_id, e.project_key, e.cwd, dict(e.candidate), e.reason, 0, e.next_try, env.seq
+    )
+
+
+def _retried(state: State, e: ev.CandidateRetried, env: Envelope) -> None:
+    p = state.pending.get(e.candidate_id)
+    if p is not None:
+        p.attempts += 1
+        p.reason = e.reason
+        p.next_try = e.next_try
+
+
+def _candidate_moved(state: State, e: ev.CandidateMoved, env: Envelope) -> None:
+    p = state.pending.get(e.candidate_id)
+    if p is not None:
+        p.project_key, p.cwd = e.project_key, e.cwd
+        p.payload = {**p.payload, "project_key": e.project_key, "cwd": e.cwd}
+
+
+def _done(state: State, e: ev.CandidateDone, env: Envelope) -> None:
+    state.pending.pop(e.candidate_id, None)
+
+
+def _imported(state: State, e: ev.ContextImported, env: Envelope) -> None:
+    state.imported[e.path] = Imported(e.path, e.project_key, e.hash, e.facts, env.time)
+
+
+def _audit_only(state: State, e: ev.Event, env: Envelope) -> None:
+    """Decided and ImportStarted are audit records: they change no projection."""
+
+
+REDUCERS: dict[type[ev.Event], Callable[[State, Any, Envelope], None]] = {
+    ev.MemoryAdded: _written,
+    ev.MemoryEdited: _written,
+    ev.MemoryForgotten: _forgotten,
+    ev.MemoryMoved: _moved,
+    ev.FileObserved: _observed,
+    ev.FileProblem: _file_problem,
+    ev.MemoryApproved: _approved,
+    ev.Reinforced: _reinforced,
+    ev.RecallHit: _recalled,
+    ev.PathNotesShown: _notes_shown,
+    ev.UrgencyJudged: _urgency_judged,
+    ev.PathsChecked: _paths_checked,
+    ev.StoreRegistered: _store_registered,
+    ev.CandidateQueued: _queued,
+    ev.CandidateRetried: _retried,
+    ev.CandidateMoved: _candidate_moved,
+    ev.CandidateDone: _done,
+    ev.ContextImported: _imported,
+    ev.Decided: _audit_only,
+    ev.ImportStarted: _audit_only,
+}
+
+
+def apply(state: State, env: Envelope) -> None:
+    """Fold one event into ``state``, through the reducer of its type.  Must stay pure and
+    deterministic: replay depends on it."""
+    REDUCERS[type(env.event)](state, env.event, env)
 
 
 # Which small, whole-table parts of the state an event type can change.
