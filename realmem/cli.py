@@ -64,6 +64,10 @@ class Group(click.Group):
             return super().invoke(ctx)
         except errors.Error as exc:
             _fail(str(exc), errors.code_of(exc))
+        finally:
+            if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
+                from realmem.jobs import policy  # lazy, like every command's own imports
+                policy.follow_app(ctx.obj._app)  # queue the background work the command's events call for
 
 
 @click.group(cls=Group)

@@ -193,9 +193,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     if dry_run:
         return _dry_outcome(app, cand, plan, trace, warnings)
     if plan.action == "queue":
-        outcome = _queue(app, cand, plan, trace, warnings)
-        _background(app, outcome)
-        return outcome
+        return _queue(app, cand, plan, trace, warnings)
     try:
         with app.write_lease():
             if plan.action in ("edit", "merge", "widen", "reinforce") and plan.target is not None:
@@ -209,7 +207,6 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
         trace["lock"] = {"timeout": float(app.config["gate.lockWaitSeconds"]), "holder": _safe_holder(exc)}
         plan = Plan("queue", "lock-busy", "", [], reason="the write lock is busy")
         outcome = _queue(app, cand, plan, trace, warnings)
-    _background(app, outcome)
     return outcome
 
 
@@ -627,34 +624,6 @@ def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any
     if plan.reason:
         d.setdefault("reason", plan.reason)
     return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == "queue")
-
-
-def _background(app: Realmem, outcome: Outcome) -> None:
-    """Enqueue embedding / urgency / retry work; start a worker when one is useful."""
-    from realmem.jobs import queue
-    wanted = False
-    try:
-        if outcome.action == "queue":
-            if app.config["semif.url"]:
-                queue.enqueue_retry(app)
-                wanted = True
-        elif outcome.memory is not None and outcome.action in ("add", "edit", "merge", "widen"):
-            m = outcome.memory
-            if app.config["embedding.url"]:
-                fp = index.active_fingerprint(app.conn)
-                if not fp or index.cache_get(app.conn, m.hash, fp) is None:
-                    queue.enqueue_embed(app)
-                    wanted = True
-            if app.config["semif.url"] and judge.specific_paths(m.paths):
-                row = app.conn.execute("SELECT valid_for FROM urgency WHERE store=? AND id=?",
-                                       (m.store, m.id)).fetchone()
-                if row is None or row[0] != judge.urgency_key(m):
-                    queue.enqueue_urgency(app)
-                    wanted = True
-        if wanted and app.config["worker.autostart"]:
-            queue.ensure_worker(app)
-    except Exception as exc:  # background work never fails the caller
-        logger.warning("background.enqueue_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 def _jsonable(value: Any) -> Any:

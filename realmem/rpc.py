@@ -176,7 +176,15 @@ class Server:
             app = Realmem.open(self.home, cwd, scan=False)
             self.apps[cwd] = app
         app.session = params.get("session") or app.session
+        self.local.used = app
         return app
+
+    def follow(self) -> None:
+        """After the reply: queue the background work the request's events call for."""
+        app, self.local.used = getattr(self.local, "used", None), None
+        if app is not None:
+            from realmem.jobs import policy  # lazy: hello and path notes need none of the jobs' imports
+            policy.follow_app(app)
 
     def handle(self, msg: dict[str, Any]) -> None:
         mid = msg.get("id")
@@ -211,6 +219,7 @@ class Server:
         else:
             if mid is not None:
                 self.send({"jsonrpc": "2.0", "id": mid, "result": result})
+            self.follow()
             return
         finally:
             token = params.get("progress_token")
@@ -220,6 +229,7 @@ class Server:
                     self.cancelled.discard(token)
         if mid is not None:
             self.send({"jsonrpc": "2.0", "id": mid, "error": err})
+        self.follow()
 
     # --- methods -------------------------------------------------------------------------
 

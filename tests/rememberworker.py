@@ -13,6 +13,7 @@ import sys
 
 from realmem import logs
 from realmem.app import Realmem
+from realmem.jobs import policy
 from realmem.remember import remember
 
 
@@ -24,6 +25,7 @@ def main(argv: list[str]) -> int:
         for fact in facts:
             caption, _, content = fact.partition("::")
             out = remember(app, caption, content)
+            policy.follow_app(app)  # as every front end does after a command: queue and start the worker
             print(json.dumps({"action": out.action, "id": out.memory.id if out.memory else None,
                               "queued": out.queued}), flush=True)
     finally:

@@ -25,6 +25,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from realmem import __version__, errors, logs, prompt, tools
+from realmem.jobs import policy
 from realmem import session as sessions
 from realmem.app import Realmem
 from realmem.config import home_dir
@@ -106,7 +107,11 @@ class Backend:
 
     def run(self, project: Path, session: str | None, fn: Callable[[Realmem], T]) -> T:
         with self.lock:
-            return fn(self.app(project, session))
+            app = self.app(project, session)
+            try:
+                return fn(app)
+            finally:
+                policy.follow_app(app)  # queue the background work the tool's events call for
 
     def close(self) -> None:
         with self.lock:

@@ -66,7 +66,12 @@ def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
     return _HUEYS[key]
 
 
-def _enqueue(home: Path, name: str) -> bool:
+class EnqueueFailed(Exception):
+    """A wake-up could not be sent (the queue database is unwritable or locked)."""
+
+
+def enqueue(home: Path, name: str) -> bool:
+    """Send the wake-up ``name`` (embed, urgency or retry); False when it could not be sent."""
     try:
         _, tasks = huey_for(home)
         tasks[name](str(Path(home).resolve()))
@@ -77,15 +82,15 @@ def _enqueue(home: Path, name: str) -> bool:
 
 
 def enqueue_embed(app: "Realmem") -> bool:
-    return _enqueue(app.home, "embed")
+    return enqueue(app.home, "embed")
 
 
 def enqueue_urgency(app: "Realmem") -> bool:
-    return _enqueue(app.home, "urgency")
+    return enqueue(app.home, "urgency")
 
 
 def enqueue_retry(app: "Realmem") -> bool:
-    return _enqueue(app.home, "retry")
+    return enqueue(app.home, "retry")
 
 
 def pending_tasks(home: Path) -> int:

@@ -2,10 +2,11 @@
 
 A simple loop over the Huey queue (no Huey consumer threads or signal handlers): dequeue a
 task and execute it; when the queue is empty, retry queued candidates that are due (their
-``next_try`` passed; the backoff doubles per attempt up to queue.maxBackoffSeconds) and,
-every ``REDERIVE_SECONDS``, re-derive unfinished work from the database.  On start it
-re-derives everything (due candidates, memories lacking embeddings, memories whose urgency
-is missing or stale), so deleting the Huey database loses nothing.
+``next_try`` passed; the backoff doubles per attempt up to queue.maxBackoffSeconds) and follow
+the log (``jobs.policy``): the events any process appended since are turned into tasks.  On
+start it re-derives everything (due candidates, memories lacking embeddings, memories whose
+urgency is missing or stale), so deleting the Huey database loses nothing; it does so again
+when an endpoint setting changes, since that work follows from no event.
 
 Only one worker runs per home: it holds the ``worker`` LeaseLock for its lifetime; a second
 one exits at once.  It exits after ``worker.idleSeconds`` without work (a queued candidate
@@ -25,13 +26,14 @@ from types import FrameType
 import structlog
 
 from realmem import fsutil
+from realmem.jobs import policy
 from realmem.lock import LeaseLock, LockTimeout
 from realmem.project import detect, forget_cache
 
 log = structlog.get_logger("realmem.worker")
 
 POLL_SECONDS = 0.2
-REDERIVE_SECONDS = 30.0
+CONFIG_SECONDS = 5.0
 LOCK_WAIT_SECONDS = 3.0
 
 
@@ -127,6 +129,11 @@ def _due(conn) -> bool:  # type: ignore[no-untyped-def]
     return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (evlog.now_iso(),)).fetchone() is not None
 
 
+def _endpoints(cfg) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
+    """The settings that decide which background work exists at all."""
+    return tuple(cfg[k] for k in ("embedding.url", "embedding.model", "semif.url"))
+
+
 def rederive(home: Path) -> int:
     """All unfinished work from the database; returns how many units were done."""
     from realmem.jobs.embed import run_embed
@@ -170,8 +177,10 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     try:
         from realmem.jobs.queue import huey_for
         huey, _ = huey_for(home)
-        rederive(home)
-        last_work = last_derive = time.monotonic()
+        rederive(home)  # a starting worker re-derives all work; the follower takes it from here
+        policy.follow(conn, home, cfg)
+        last_work = last_config = time.monotonic()
+        last_endpoints = _endpoints(cfg)
         while not stop["flag"]:
             task = None
             try:
@@ -193,11 +202,15 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
                     pass
                 except Exception:
                     log.exception("worker.retry_failed")
+            did += len(policy.follow(conn, home, cfg))  # what any process wrote since: queued, done next
             now = time.monotonic()
-            if now - last_derive >= REDERIVE_SECONDS:
+            if now - last_config >= CONFIG_SECONDS:
                 cfg.reload()
-                did += rederive(home)
-                last_derive = now
+                endpoints = _endpoints(cfg)
+                if endpoints != last_endpoints:  # an endpoint set or changed: its work is in no event
+                    did += rederive(home)
+                    last_endpoints = endpoints
+                last_config = now
             if did:
                 last_work = time.monotonic()
                 continue

@@ -1,0 +1,114 @@
+"""Jobs follow the log: which background work each event calls for.
+
+The follower keeps its own position in the log (the ``jobs`` row of ``projection_state``).
+``follow`` reads the events after it, maps each to the work it calls for (embed a memory's
+new text, judge the urgency of its paths, retry a queued candidate), sends Huey the wake-ups
+and advances the position in one transaction: if a wake-up cannot be sent the position stays
+and the next ``follow`` tries again.  A crash after the send and before the commit only sends
+a wake-up twice, which costs nothing (each task re-derives its work from the database).
+
+Every front end follows after a command (rpc child, CLI, MCP and hook servers) and a running
+worker follows between tasks, so any writer, in any process (remember, edit, move, an outside
+file change seen by a scan, import, consolidate, the worker's own retries), gets its work
+queued within a moment; a starting worker re-derives everything from the database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import apsw
+import structlog
+
+from realmem import db, judge
+from realmem.config import Config
+from realmem.events import store as log
+from realmem.events import types as ev
+from realmem.jobs import queue
+from realmem.projections import index
+from realmem.projections.tables import MEMORY_COLS, memory_from_row
+
+if TYPE_CHECKING:
+    from realmem.app import Realmem
+
+logger = structlog.get_logger("realmem.jobs")
+
+POSITION = "jobs"
+# Events that can call for work: a memory's text or paths changed, or a candidate was queued.
+MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryMoved, ev.FileObserved)
+QUEUE_EVENTS = (ev.CandidateQueued, ev.CandidateRetried)
+_TYPES = tuple(cls.TYPE for cls in MEMORY_EVENTS + QUEUE_EVENTS)
+KINDS = ("embed", "urgency", "retry")
+# Events that call for nothing (a path note shown after every tool call) move the position only
+# now and then, so following after each call stays a read.
+ADVANCE_AFTER = 1000
+
+
+def position(conn: apsw.Connection) -> int:
+    row = conn.execute("SELECT seq FROM projection_state WHERE name=?", (POSITION,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _set_position(conn: apsw.Connection, seq: int) -> None:
+    conn.execute("INSERT INTO projection_state(name, seq) VALUES (?,?) "
+                 "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq", (POSITION, seq))
+
+
+def work_for(conn: apsw.Connection, config: Config, events: list[ev.Event]) -> set[str]:
+    """The kinds of work ``events`` call for, given what is already done: a memory whose vector
+    is cached needs no embedding, one whose urgency is valid for its content and paths no
+    judgement; nothing is asked of an endpoint that is not configured."""
+    wanted: set[str] = set()
+    fingerprint = index.active_fingerprint(conn) if config["embedding.url"] else None
+    for e in events:
+        if isinstance(e, QUEUE_EVENTS):
+            if config["semif.url"]:
+                wanted.add("retry")
+            continue
+        store = e.to_store if isinstance(e, ev.MemoryMoved) else e.store
+        row = conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", (store, e.id)).fetchone()
+        if row is None:  # deleted, or changed again and moved on since: a later event says so
+            continue
+        m = memory_from_row(row)
+        if config["embedding.url"] and (not fingerprint or index.cache_get(conn, m.hash, fingerprint) is None):
+            wanted.add("embed")
+        if config["semif.url"] and judge.specific_paths(m.paths):
+            urgency = conn.execute("SELECT valid_for FROM urgency WHERE store=? AND id=?", (m.store, m.id)).fetchone()
+            if urgency is None or urgency[0] != judge.urgency_key(m):
+                wanted.add("urgency")
+    return wanted
+
+
+def follow(conn: apsw.Connection, home: Path, config: Config) -> set[str]:
+    """Queue the work the events after the follower's position call for and advance it; returns
+    the kinds of work sent.  Only reads unless an event since calls for work."""
+    since, until = position(conn), log.last_seq(conn)
+    if until <= since:
+        return set()
+    relevant = conn.execute(f"SELECT 1 FROM events WHERE seq > ? AND type IN ({','.join('?' * len(_TYPES))}) "
+                            "LIMIT 1", (since, *_TYPES)).fetchone()
+    if relevant is None and until - since < ADVANCE_AFTER:
+        return set()
+    with db.transaction(conn):
+        since, until = position(conn), log.last_seq(conn)  # again: another process may have followed
+        events = [env.event for env in log.read(conn, since, until=until) if env.event.TYPE in _TYPES]
+        wanted = work_for(conn, config, events)
+        for kind in KINDS:
+            if kind in wanted and not queue.enqueue(home, kind):
+                raise queue.EnqueueFailed(kind)  # roll the position back: the next follow sends it
+        _set_position(conn, until)
+    return wanted
+
+
+def follow_app(app: "Realmem") -> set[str]:
+    """``follow`` for a front end's app; starts a worker when work was sent.  Never fails the
+    command that came before it: the worker re-derives whatever a failure here left."""
+    try:
+        wanted = follow(app.conn, app.home, app.config)
+        if wanted and app.config["worker.autostart"]:
+            queue.ensure_worker(app)
+        return wanted
+    except Exception as exc:
+        logger.warning("jobs.follow_failed", error=f"{type(exc).__name__}: {exc}")
+        return set()
