@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "realmem"
 
 BASE = {"realmem", "errors", "words", "fsutil", "db", "ids", "paths", "project", "tokenize", "config", "lock",
-        "logs", "safety", "faults"}
+        "logs", "safety", "faults", "frontend"}
 INTERFACE = {"cli", "rpc", "commands", "tools", "bench"}
 
 # Upward edges and cycles that remain, each to be removed by the step named.
