@@ -21,12 +21,13 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import signal
 import socket
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -450,6 +451,30 @@ class LeaseLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
+
+
+def single_instance(db_path: Path | str, name: str, *, timeout: float) -> LeaseLock | None:
+    """The lease that makes this process the one ``name`` daemon of its home (worker, hook
+    server), or None when a live process already holds it."""
+    lock = LeaseLock(db_path, name)
+    try:
+        # Not 0: a busy database (other processes writing) must not pass for a live holder.
+        lock.acquire(timeout=timeout)
+    except LockTimeout:
+        return None
+    return lock
+
+
+def stop_requested() -> Callable[[], bool]:
+    """Whether SIGTERM or SIGINT came, so a daemon loop ends through its ``finally`` (which
+    releases its lease) instead of dying in the middle of a step."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            signal.signal(sig, lambda signum, frame: stop.set())
+        except ValueError:  # not the main thread (tests running a daemon in a thread)
+            pass
+    return stop.is_set
 
 
 def _reset_all_after_fork() -> None:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import time
 import traceback
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import structlog
@@ -31,7 +29,7 @@ from realmem.agents import claude_code
 from realmem.agents.hookclient import HELLO, socket_path
 from realmem.app import Realmem
 from realmem.config import Config
-from realmem.lock import LeaseLock, LockTimeout
+from realmem.lock import single_instance, stop_requested
 
 log = structlog.get_logger("realmem.hooks")
 
@@ -124,22 +122,11 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     db.connect(home / "realmem.sqlite").close()  # migrates before the lock table is used
-    lock = LeaseLock(home / "realmem.sqlite", LOCK)
-    try:
-        lock.acquire(timeout=LOCK_WAIT_SECONDS)
-    except LockTimeout:
+    lock = single_instance(home / "realmem.sqlite", LOCK, timeout=LOCK_WAIT_SECONDS)
+    if lock is None:
         log.info("hooks.already_running")
         return 0
-    stop = {"flag": False}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop["flag"] = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            signal.signal(sig, on_signal)
-        except ValueError:  # not the main thread (a test running the server in a thread)
-            pass
+    stopping = stop_requested()
     idle = float(idle_seconds if idle_seconds is not None else Config(home)["worker.idleSeconds"])
     path = Path(socket_path(str(home)))
     handler = Handler(home)
@@ -147,7 +134,7 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     log.info("hooks.started", pid=os.getpid(), socket=str(path), idle_seconds=idle)
     last = time.monotonic()
     try:
-        while not stop["flag"]:
+        while not stopping():
             try:
                 conn, _ = sock.accept()
             except TimeoutError:

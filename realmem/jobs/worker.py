@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from pathlib import Path
-from types import FrameType
 
 import structlog
 
 from realmem import fsutil
 from realmem.jobs import policy
-from realmem.lock import LeaseLock, LockTimeout
+from realmem.lock import LockTimeout, single_instance, stop_requested
 from realmem.project import detect, forget_cache
 
 log = structlog.get_logger("realmem.worker")
@@ -154,23 +152,12 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     fsutil.private_dir(home)
     from realmem import db
     conn = db.connect(home / "realmem.sqlite")  # migrates before the lock table is used
-    lock = LeaseLock(home / "realmem.sqlite", "worker")
-    try:
-        # Not 0: a busy database (other processes writing) must not pass for a live worker.
-        lock.acquire(timeout=LOCK_WAIT_SECONDS)
-    except LockTimeout:
+    lock = single_instance(home / "realmem.sqlite", "worker", timeout=LOCK_WAIT_SECONDS)
+    if lock is None:
         log.info("worker.already_running")
+        conn.close()
         return 0
-    stop = {"flag": False}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop["flag"] = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            signal.signal(sig, on_signal)
-        except ValueError:  # not the main thread (tests calling run in a thread)
-            pass
+    stopping = stop_requested()
     cfg = _config(home)
     idle = float(idle_seconds if idle_seconds is not None else cfg["worker.idleSeconds"])
     log.info("worker.started", pid=os.getpid(), idle_seconds=idle)
@@ -181,7 +168,7 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
         policy.follow(conn, home, cfg)
         last_work = last_config = time.monotonic()
         last_endpoints = _endpoints(cfg)
-        while not stop["flag"]:
+        while not stopping():
             task = None
             try:
                 task = huey.dequeue()
