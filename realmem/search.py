@@ -37,17 +37,21 @@ def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) ->
     match = fts_match(text)
     if match is None:
         return []
+    return [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
+
+
+def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -> list[tuple[str, str, int, float]]:
+    """(store, id, rowid, bm25 score) of the best ``limit`` FTS5 matches in ``stores``."""
     where, args = _store_filter(stores)
     # Rank inside FTS5 first, then join: joining every match before sorting costs more than
     # the ranking itself on large stores.  Over-fetch so other projects' hits cannot crowd out
     # the visible ones.
-    rows = conn.execute(
-        f"SELECT m.store, m.id, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
+    return conn.execute(
+        f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
         f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
         f"JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
         (match, limit * 4, *args, limit),
-    )
-    return [((s, i), score) for s, i, score in rows]
+    ).fetchall()
 
 
 @attrs.define
@@ -129,13 +133,7 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
     match = " OR ".join(('"' + c[:-1].replace('"', '""') + '"*') if c.endswith("*")
                         else ('"' + c.replace('"', '""') + '"') for c in sorted(needed)
                         if c.endswith("*") or not any(c.startswith(st) for st in stems))
-    where, args = _store_filter(stores)
-    rows = conn.execute(
-        f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
-        f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
-        f"JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
-        (match, limit * 4, *args, limit),
-    ).fetchall()
+    rows = _top(conn, match, stores, limit)
     if not rows:
         return []
     texts = dict(((r, f" {c} {b} ") for r, c, b in conn.execute(
