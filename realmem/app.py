@@ -24,15 +24,16 @@ from pathlib import Path
 import attrs
 import structlog
 
-from realmem import db, faults, fsutil, ids
+from realmem.storage import db, faults, fsutil
+from realmem.stores import ids
 from realmem.config import Config, home_dir
 # Re-exported: the names callers have always imported from here.
 from realmem.errors import ChangedMeanwhile, LeaseLost, NotFound, RealmemError
-from realmem.events import store as log
+from realmem.events import log
 from realmem.events import types as ev
 from realmem.events.types import Envelope, Key
-from realmem.lock import LeaseLock, LockTimeout
-from realmem.project import GLOBAL, Project, detect, store_kind
+from realmem.storage.lock import LeaseLock, LockTimeout
+from realmem.stores.project import GLOBAL, Project, detect, store_kind
 from realmem.projections import files, tables
 from realmem.projections.state import SMALL_TABLES, Memory, State, apply
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
@@ -93,7 +94,7 @@ class Realmem:
         app.register_stores()
         app.heal_files()
         if scan:
-            from realmem.observe import scan_stores
+            from realmem.write.observe import scan_stores
             scan_stores(app, full=False)  # large unchanged stores are not stat'ed file by file
         return app
 
@@ -122,7 +123,7 @@ class Realmem:
         if p is not None:
             self._write_project_json(p)
             if p.key.startswith("git-"):
-                from realmem.observe import migrate_path_store
+                from realmem.write.observe import migrate_path_store
                 old_store = f"personal:{p.path_key}"
                 try:
                     if self.conn.execute("SELECT 1 FROM memories WHERE store=? LIMIT 1", (old_store,)).fetchone():

@@ -15,7 +15,7 @@ from typing import Any
 
 from realmem.errors import UsageError
 from realmem.frontend import set_in
-from realmem.fsutil import atomic_write_text, private_dir
+from realmem.storage.fsutil import atomic_write_text, private_dir
 
 DEFAULTS: dict[str, Any] = {
     # Endpoints (url = base URL without /v1).  realmem ships with none.

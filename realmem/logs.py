@@ -36,7 +36,7 @@ def _mask_values(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     """Secrets inside any text value (an error message quoting its input, say) are masked too."""
     # Imported at the first log line, not with this module: the scanner's rules cost more
     # start-up than a quiet command like `status` spends on everything else.
-    from realmem.safety import mask_secrets
+    from realmem.gate.safety import mask_secrets
 
     for k, v in event.items():
         if isinstance(v, str) and v:

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Update the vendored gitleaks rule set (realmem/rules/gitleaks.toml, MIT).
+"""Update the vendored gitleaks rule set (realmem/gate/gitleaks/gitleaks.toml, MIT).
 
     scripts/update-gitleaks.py                       # latest master from GitHub
     scripts/update-gitleaks.py --ref v8.28.0         # a tag, branch or commit
     scripts/update-gitleaks.py --git ~/src/gitleaks  # offline, from a local clone (git show REF:...)
 
 Fetches config/gitleaks.toml and LICENSE at the ref, loads the rules with realmem's own loader
-(realmem.safety.load_gitleaks) and refuses the update when a content rule no longer compiles
-(extend realmem.safety._go_regex first), then writes the three files atomically:
+(realmem.gate.safety.load_gitleaks) and refuses the update when a content rule no longer compiles
+(extend realmem.gate.safety._go_regex first), then writes the three files atomically:
 gitleaks.toml, gitleaks.LICENSE and gitleaks.source (the repository, commit and date).
-Run the safety tests afterwards: `.venv/bin/python -m pytest tests/test_safety.py -q`.
+Run the safety tests afterwards: `.venv/bin/python -m pytest tests/gate/test_safety.py -q`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ROOT / "realmem" / "rules"
+RULES = ROOT / "realmem" / "gate" / "gitleaks"
 REPO = "gitleaks/gitleaks"
 
 
@@ -69,7 +69,7 @@ def main() -> int:
     ap.add_argument("--git", metavar="DIR", help="read from a local clone instead of GitHub")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from realmem.safety import load_gitleaks
+    from realmem.gate.safety import load_gitleaks
 
     commit, toml, licence = from_git(args.git, args.ref) if args.git else from_github(args.ref)
     with tempfile.NamedTemporaryFile(suffix=".toml") as tmp:
@@ -83,7 +83,7 @@ def main() -> int:
     if broken:
         for rid, why in sorted(broken.items()):
             print(f"  does not compile: {rid}: {why}", file=sys.stderr)
-        print("not updated: extend realmem.safety._go_regex for these rules first", file=sys.stderr)
+        print("not updated: extend realmem.gate.safety._go_regex for these rules first", file=sys.stderr)
         return 1
     write_atomic(RULES / "gitleaks.toml", toml)
     write_atomic(RULES / "gitleaks.LICENSE", licence)

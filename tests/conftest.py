@@ -13,11 +13,18 @@ import random
 import signal
 import string
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+# Some test modules share helpers with others (``from test_rpc import Child``); pytest puts only
+# the collected module's own folder on sys.path, so every test folder goes there up front.
+for _folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir() and p.name.isidentifier()):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 GitRunner = Callable[..., str]
 
@@ -94,7 +101,7 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_PARAMETERS"):
         monkeypatch.delenv(var, raising=False)
     try:  # project detection is cached per process; a new test may reuse a path
-        from realmem.project import forget_cache
+        from realmem.stores.project import forget_cache
         forget_cache()
     except ImportError:
         pass

@@ -20,9 +20,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from realmem import db, pathnotes, prompt, session
+from realmem.interface import session
+from realmem.read import pathnotes, prompt
+from realmem.storage import db
 from realmem.app import Realmem
-from realmem.observe import scan_stores
+from realmem.write.observe import scan_stores
 
 AGENT = "claude-code"
 SESSION_DAYS = 30  # a session id unseen this long is dropped with its shown ids

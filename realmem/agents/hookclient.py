@@ -79,7 +79,7 @@ def spawn_server(home: str) -> None:
         os.utime(guard)
     with open(os.path.join(home, "hooks.log"), "ab") as log:
         # sys.executable is the interpreter of realmem's environment (the hook command names it).
-        subprocess.Popen([sys.executable, "-m", "realmem.cli", "--home", home, "hook-server"],
+        subprocess.Popen([sys.executable, "-m", "realmem", "--home", home, "hook-server"],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                          start_new_session=True, close_fds=True, cwd=home)
 

@@ -24,12 +24,14 @@ from typing import Any
 
 import structlog
 
-from realmem import db, logs, pathnotes
+from realmem import logs
+from realmem.read import pathnotes
+from realmem.storage import db
 from realmem.agents import claude_code
 from realmem.agents.hookclient import HELLO, socket_path
 from realmem.app import Realmem
 from realmem.config import Config
-from realmem.lock import single_instance, stop_requested
+from realmem.storage.lock import single_instance, stop_requested
 
 log = structlog.get_logger("realmem.hooks")
 

@@ -35,7 +35,7 @@ import click
 
 from realmem.app import RealmemError
 from realmem.config import home_dir
-from realmem.fsutil import atomic_write_text
+from realmem.storage.fsutil import atomic_write_text
 
 SERVER_NAME = "realmem"
 MANIFEST = "install.json"  # in the realmem home: what install found and created, per file
@@ -60,7 +60,7 @@ def hook_command(home: str | None) -> str:
 
 def server_entry(home: str | None) -> dict[str, Any]:
     """The stdio MCP server entry, in the ``mcpServers`` shape most clients share."""
-    args = ["-m", "realmem.cli"] + (["--home", home] if home else []) + ["mcp"]
+    args = ["-m", "realmem"] + (["--home", home] if home else []) + ["mcp"]
     return {"type": "stdio", "command": sys.executable, "args": args, "env": {}}
 
 
@@ -78,7 +78,9 @@ def _ours(handler: Any) -> bool:
 
 
 def _our_server(entry: Any) -> bool:
-    return isinstance(entry, dict) and "realmem.cli" in entry.get("args", []) and "mcp" in entry.get("args", [])
+    args = entry.get("args", []) if isinstance(entry, dict) else []
+    # "realmem.cli" is what installs before the package move wrote; they are ours to replace.
+    return bool(set(args) & {"realmem", "realmem.cli", "realmem.interface.cli"}) and "mcp" in args
 
 
 # --- planning: pure functions from a document to the changed document ------------------------
@@ -300,7 +302,7 @@ def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> N
         realmem install claude-code --project
         realmem install claude-code --user --uninstall --yes
     """
-    from realmem.project import detect  # the project root; loaded only for this command
+    from realmem.stores.project import detect  # the project root; loaded only for this command
     c = ctx.find_root().obj
     cwd = Path(c.cwd or os.getcwd()).resolve()
     project = detect(cwd)

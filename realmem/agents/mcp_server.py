@@ -2,7 +2,7 @@
 
 Built on the official ``mcp`` SDK (``MCPServer``).  The five tools carry the Pi tools' names,
 parameters and descriptions (extensions/realmem/tools.ts; a test keeps the two in step) and
-call the same functions as the rpc child (``realmem.tools``).  The project is the client's
+call the same functions as the rpc child (``realmem.interface.tools``).  The project is the client's
 first ``file://`` root, or the server's cwd when the client offers none.  Events name the
 agent as actor: ``<client name>/<client version>`` from initialize, plus ``#<session>`` when
 the client gives a session id, so ``realmem audit`` tells which agent wrote what.
@@ -24,9 +24,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from realmem import __version__, errors, logs, prompt, tools
+from realmem import __version__, errors, logs
+from realmem.interface import tools
+from realmem.read import prompt
 from realmem.jobs import policy
-from realmem import session as sessions
+from realmem.interface import session as sessions
 from realmem.app import Realmem
 from realmem.config import home_dir
 

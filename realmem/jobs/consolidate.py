@@ -1,7 +1,7 @@
 """`/realmem consolidate`: shrink and clean the memory base (spec: "Consolidation").
 
 Two passes compute a plan in memory; nothing is written until both have finished, so a
-cancel (the progress callback raising, e.g. ``realmem.rpc.Cancelled`` or KeyboardInterrupt)
+cancel (the progress callback raising, e.g. ``realmem.interface.rpc.Cancelled`` or KeyboardInterrupt)
 writes nothing.
 
 1. SemIf review.  Every memory of the selected stores, least used first, is judged against its
@@ -33,9 +33,12 @@ from typing import Any
 import attrs
 import structlog
 
-from realmem import embedder, ids, judge, memories
-from realmem import paths as pth
-from realmem import search
+from realmem.gate import judge
+from realmem.read import embedder
+from realmem.stores import ids
+from realmem.write import memories
+from realmem.stores import paths as pth
+from realmem.read import search
 from realmem.app import Realmem, RealmemError
 from realmem.clients import (
     Answer,
@@ -52,7 +55,7 @@ from realmem.frontend import settings_hint
 from realmem.jobs import tree as treemod
 from realmem.jobs import rewrite as rw
 from realmem.jobs.rewrite import chat_client, rewrite
-from realmem.project import store_kind
+from realmem.stores.project import store_kind
 from realmem.projections.state import Memory
 from realmem.words import count
 

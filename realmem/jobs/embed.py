@@ -20,7 +20,7 @@ def open_home(home: Path):  # type: ignore[no-untyped-def]
 def run_embed(home: Path) -> int:
     """Embed what is missing; returns how many memories were embedded (0 when the embedder is
     not configured or down: the next wake-up or worker start tries again)."""
-    from realmem import embedder
+    from realmem.read import embedder
     app = open_home(home)
     try:
         if not app.config["embedding.url"]:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 import apsw
 import structlog
 
-from realmem import db
+from realmem.storage import db
 from realmem.config import Config
-from realmem.events import store as log
+from realmem.events import log
 from realmem.events import types as ev
 from realmem.jobs import queue
 from realmem.projections import index
@@ -59,7 +59,7 @@ def work_for(conn: apsw.Connection, config: Config, events: list[ev.Event]) -> s
     """The kinds of work ``events`` call for, given what is already done: a memory whose vector
     is cached needs no embedding, one whose urgency is valid for its content and paths no
     judgement; nothing is asked of an endpoint that is not configured."""
-    from realmem import judge  # lazy: it loads the endpoint clients (httpx); `realmem status` must not
+    from realmem.gate import judge  # lazy: it loads the endpoint clients (httpx); `realmem status` must not
     wanted: set[str] = set()
     fingerprint = index.active_fingerprint(conn) if config["embedding.url"] else None
     for e in events:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from realmem import fsutil
+from realmem.storage import fsutil
 
 if TYPE_CHECKING:
     from huey import SqliteHuey
@@ -104,7 +104,7 @@ def pending_tasks(home: Path) -> int:
 
 
 def status_for(home: Path) -> dict[str, Any]:
-    from realmem.lock import HOST, LeaseLock, pid_alive
+    from realmem.storage.lock import HOST, LeaseLock, pid_alive
     db_path = Path(home) / "realmem.sqlite"
     alive, pid = False, None
     if db_path.exists():
@@ -126,7 +126,7 @@ def worker_status(app: "Realmem") -> dict[str, Any]:
 
 
 def worker_command(home: Path) -> list[str]:
-    return [sys.executable, "-m", "realmem.cli", "--home", str(home), "worker"]
+    return [sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "worker"]
 
 
 def ensure_worker(app: "Realmem") -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from realmem.lock import pid_alive
+from realmem.storage.lock import pid_alive
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ class Rewritten:
     def used_fallback(self) -> bool:
         return self.fallback is not None
 
+
+# How status and settings name the rewriter when no chat endpoint of its own is set.
+REWRITER_BRIDGE = "Pi's current model (bridge)"
+REWRITER_UNSET = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
 
 def bridge(home: Path) -> tuple[str, str] | None:
     """(url, token) of the newest live Pi model bridge, or None."""
@@ -153,7 +157,7 @@ def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_c
     if not caption or not content or len(caption) > MAX_CAPTION or len(content) > MAX_CONTENT:
         log.warning("rewrite.fallback", mode=mode, reason="empty or oversized output")
         return fall_back(INVALID)
-    from realmem import safety  # lazily: status imports this module for bridge() only
+    from realmem.gate import safety  # lazily: status imports this module for bridge() only
 
     result, _, _ = safety.scan_memory(caption, content, redact=False)
     if not result.ok:

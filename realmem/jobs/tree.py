@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from realmem import db
-from realmem.events.store import now_iso
+from realmem.storage import db
+from realmem.events.log import now_iso
 from realmem.words import count
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import structlog
 
 from realmem.clients import EndpointError, EndpointUnavailable
 from realmem.events import types as ev
-from realmem.judge import judge_urgency, specific_paths, urgency_key
+from realmem.gate.judge import judge_urgency, specific_paths, urgency_key
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import structlog
 
-from realmem import fsutil
+from realmem.storage import fsutil
 from realmem.jobs import policy
-from realmem.lock import LockTimeout, single_instance, stop_requested
-from realmem.project import detect, forget_cache
+from realmem.storage.lock import LockTimeout, single_instance, stop_requested
+from realmem.stores.project import detect, forget_cache
 
 log = structlog.get_logger("realmem.worker")
 
@@ -46,8 +46,8 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     another project, is rescheduled with backoff and in the end dropped with the reason
     recorded, so it never comes back due at once (the worker would spin on it)."""
     from realmem.app import Realmem
-    from realmem.events import store as evlog
-    from realmem.remember import back_off_or_drop, retry
+    from realmem.events import log as evlog
+    from realmem.gate.remember import back_off_or_drop, retry
     cfg = _config(home)
     if not cfg["semif.url"] and not _any_user_requested(home):
         return 0
@@ -123,7 +123,7 @@ def _waiting(conn, cfg, idle: float) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _due(conn) -> bool:  # type: ignore[no-untyped-def]
-    from realmem.events import store as evlog
+    from realmem.events import log as evlog
     return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (evlog.now_iso(),)).fetchone() is not None
 
 
@@ -150,7 +150,7 @@ def rederive(home: Path) -> int:
 def run(home: Path, *, idle_seconds: float | None = None) -> int:
     home = Path(home).resolve()
     fsutil.private_dir(home)
-    from realmem import db
+    from realmem.storage import db
     conn = db.connect(home / "realmem.sqlite")  # migrates before the lock table is used
     lock = single_instance(home / "realmem.sqlite", "worker", timeout=LOCK_WAIT_SECONDS)
     if lock is None:

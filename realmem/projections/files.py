@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from realmem import ids
+from realmem.stores import ids
 from realmem.errors import UsageError
 from realmem.events.types import content_hash  # re-exported: callers hash candidates through files
-from realmem.fsutil import atomic_write_text, read_regular, remove_file
+from realmem.storage.fsutil import atomic_write_text, read_regular, remove_file
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML

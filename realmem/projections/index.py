@@ -16,7 +16,7 @@ import struct
 import apsw
 
 from realmem.projections.state import Memory
-from realmem.tokenize import index_text
+from realmem.projections.tokenize import index_text
 
 VEC_TABLE = "memories_vec"
 BIN_TABLE = "memories_bin"  # sign-quantized copy: a fast hamming prefilter for large spaces

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import apsw
 import attrs
 
-from realmem import db
-from realmem.events import store as log
+from realmem.storage import db
+from realmem.events import log
 from realmem.events.types import Key
-from realmem.fsutil import read_regular
+from realmem.storage.fsutil import read_regular
 from realmem.projections import files, index, tables
 from realmem.projections.state import Memory, State, apply
 

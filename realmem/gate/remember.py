@@ -1,0 +1,713 @@
+"""The remember path (spec: "Remember path (surprise gate)").
+
+``remember`` runs every step: safety scan, exact duplicate (reinforce / widen), neighbours
+(embedding KNN + BM25, fused with RRF), the SemIf judge, the decision rules of ``gate``, the
+Edit/Merge rewrite, the atomic write, and background embedding / urgency.  Each decision is
+recorded as a ``Decided`` event with its full trace (raw answers, thresholds, rule fired), so
+``realmem audit`` explains it; a dry run writes nothing at all.
+
+Concurrency: the plan (embedding, judge, rewrite) is made without the write lock; the write
+then takes the lock and, if any memory in the visible stores changed since planning, plans
+again under the lock before writing.  So concurrent remembers never write duplicates, and
+the lock is held across network calls only when a race actually happened.
+
+Candidates the judge cannot handle now (unreachable, not configured, or the write lock busy
+for longer than gate.lockWaitSeconds) are queued as ``CandidateQueued`` events, per project,
+and retried with exponential backoff by the worker or by hand (``retry``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+import structlog
+
+from realmem.gate import rules as gate, judge, safety
+from realmem.read import embedder, search
+from realmem.stores import ids, paths
+from realmem.write import gitignore, memories
+from realmem.app import Realmem, RealmemError
+from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
+from realmem.events import log
+from realmem.events import types as ev
+from realmem.events.types import Key
+from realmem.frontend import settings_hint
+from realmem.storage.lock import LeaseLock, LockTimeout
+from realmem.stores.project import store_kind
+from realmem.projections import files, index
+from realmem.projections.state import Memory
+from realmem.words import count
+
+logger = structlog.get_logger("realmem.gate.remember")
+
+# How long a retry waits for a candidate another process is processing before skipping it.
+CLAIM_WAIT_SECONDS = 1.0
+
+MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryMoved, ev.FileObserved,
+                 ev.MemoryApproved)
+
+
+@attrs.define
+class Outcome:
+    action: str            # add | edit | merge | reinforce | widen | reject | refuse | queue
+    memory: Memory | None  # the memory written/reinforced (None for reject/refuse/queue)
+    text: str              # compact model-facing message
+    warnings: list[str]
+    trace: dict
+    queued: bool = False
+
+
+@attrs.define
+class Candidate:
+    caption: str
+    content: str
+    scope: str | None
+    abs_paths: list[str]
+    user_requested: bool
+    source: str
+    candidate_id: str
+    cwd: str
+
+    def payload(self, project_key: str | None) -> dict[str, Any]:
+        return {"caption": self.caption, "content": self.content, "scope": self.scope, "paths": self.abs_paths,
+                "user_requested": self.user_requested, "source": self.source, "cwd": self.cwd,
+                "project_key": project_key}
+
+
+@attrs.define
+class Plan:
+    action: str
+    rule: str
+    store: str
+    stored_paths: list[str]
+    target: Key | None = None
+    caption: str = ""
+    content: str = ""
+    new_paths: list[str] | None = None
+    reason: str = ""          # queue / reject reason
+    retry_after: float | None = None
+    urgency: ScoreAnswer | None = None
+
+
+class _Queue(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+# --- small helpers ------------------------------------------------------------------------------
+
+def _shared_ignored(app: Realmem) -> bool:
+    """Whether git ignores the shared store now (re-checked whenever an ignore source changed)."""
+    if app.project is None:
+        return False
+    try:
+        return gitignore.cached_check(app.project.root).ignored
+    except Exception as exc:  # never fail a remember over a warning
+        logger.warning("gitignore.check_failed", error=str(exc))
+        return False
+
+
+def _scope_label(store: str) -> str:
+    return store_kind(store)
+
+
+def _ref(m: Memory) -> str:
+    return f"[{ids.short(m.id)}] {m.caption}"
+
+
+def next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
+    base = float(app.config["queue.baseBackoffSeconds"])
+    cap = float(app.config["queue.maxBackoffSeconds"])
+    delay = min(cap, base * (2 ** attempts))
+    if retry_after is not None:
+        delay = min(cap, max(delay, retry_after))
+    t = datetime.now(timezone.utc) + timedelta(seconds=delay)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _project_key(app: Realmem) -> str | None:
+    return app.project.key if app.project is not None else None
+
+
+def thresholds_trace(app: Realmem) -> dict[str, Any]:
+    t: dict[str, Any] = dict(gate.thresholds(app.config))
+    t.update({"neighbors": int(app.config["gate.neighbors"]), "judgeNeighbors": int(app.config["gate.judgeNeighbors"]),
+              "rrfK": int(app.config["gate.rrfK"]), "pathNotes.high": float(app.config["pathNotes.high"]),
+              "pathNotes.mid": float(app.config["pathNotes.mid"])})
+    return t
+
+
+# --- the public API -----------------------------------------------------------------------------
+
+def remember(app: Realmem, caption: str, content: str, *, scope: str | None = None, paths: list[str] | None = None,
+             user_requested: bool = False, source: str = "remember", dry_run: bool = False,
+             candidate_id: str | None = None) -> Outcome:
+    caption, content = memories.validate(caption, content)
+    abs_paths = []
+    for raw in paths or []:
+        try:
+            abs_paths.append(_normalize(app, raw))
+        except Exception as exc:
+            raise RealmemError(f"bad path {raw!r}: {exc}") from None
+    cand = Candidate(caption, content, scope, list(dict.fromkeys(abs_paths)), bool(user_requested), source,
+                     candidate_id or ids.new_id(), str(app.cwd))
+    trace: dict[str, Any] = {
+        "candidate": {"id": cand.candidate_id, "caption": caption, "content": content, "scope": scope,
+                      "paths": cand.abs_paths, "user_requested": cand.user_requested, "source": source,
+                      "retry": candidate_id is not None},
+        "dry_run": dry_run, "thresholds": thresholds_trace(app),
+    }
+    warnings: list[str] = []
+
+    # 1. Safety scan.
+    result, s_caption, s_content = safety.scan_memory(caption, content, redact=bool(app.config["safety.redact"]))
+    trace["safety"] = {"ok": result.ok, "reason": result.reason(),
+                       "findings": [{"category": f.category, "kind": f.kind} for f in result.findings]}
+    if not result.ok:
+        reason = result.reason()
+        text = "Refused: " + reason.removeprefix("refused: ") + "."
+        # Never store a secret: the trace keeps the candidate with secrets masked.
+        r_caption, r_content = safety.mask_memory(caption, content, result)
+        trace["candidate"].update({"caption": r_caption, "content": r_content})
+        trace["decision"] = {"action": "refuse", "rule": "safety", "reason": reason}
+        if not dry_run:
+            events: list[ev.Event] = [ev.Decided(cand.candidate_id, _project_key(app), "refuse", "safety", None,
+                                                 _jsonable(trace))]
+            if candidate_id is not None and _is_pending(app, candidate_id):
+                events.append(ev.CandidateDone(candidate_id, "refuse"))
+            app.emit(events)
+        return Outcome("refuse", None, text, warnings, trace)
+    if result.findings:  # redacted: the trace (kept in the event log) holds only the redacted text
+        cand.caption, cand.content = s_caption, s_content
+        trace["candidate"].update({"caption": s_caption, "content": s_content})
+        warnings.append(f"note: {result.reason()}")
+
+    snap = log.last_seq(app.conn)
+    plan = _plan_or_queue(app, cand, trace)
+    if dry_run:
+        return _dry_outcome(app, cand, plan, trace, warnings)
+    if plan.action == "queue":
+        return _queue(app, cand, plan, trace, warnings)
+    try:
+        with app.write_lease():
+            if plan.action in ("edit", "merge", "widen", "reinforce") and plan.target is not None:
+                from realmem.write.observe import scan_stores
+                scan_stores(app, [plan.target[0]])  # a hand edit must not be overwritten
+            if _changed_since(app, snap):
+                trace["replanned"] = True
+                plan = _plan_or_queue(app, cand, trace)
+            outcome = _execute(app, cand, plan, trace, warnings)
+    except LockTimeout as exc:
+        trace["lock"] = {"timeout": float(app.config["gate.lockWaitSeconds"]), "holder": _safe_holder(exc)}
+        plan = Plan("queue", "lock-busy", "", [], reason="the write lock is busy")
+        outcome = _queue(app, cand, plan, trace, warnings)
+    return outcome
+
+
+def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
+    """Process this project's queued candidates that are due (``force``: all of them).
+
+    Each candidate is claimed first (a lease named after it), then checked to be still
+    queued, so two processes retrying at once (two ``realmem retry``, or one beside the
+    worker) never process one candidate twice: the loser skips it."""
+    key = _project_key(app)
+    rows = app.conn.execute("SELECT candidate_id, next_try FROM pending WHERE project_key IS ? "
+                            "ORDER BY queued_seq", (key,)).fetchall()
+    now = log.now_iso()
+    due = [cid for cid, next_try_at in rows if force or next_try_at <= now]
+    out: list[Outcome] = []
+    for i, cid in enumerate(due, 1):
+        o = _retry_claimed(app, cid, force=force, now=now)
+        if o is not None:
+            out.append(o)
+        if progress:
+            progress(i, len(due))
+    return out
+
+
+# A candidate whose project is gone is rescheduled with the usual backoff this many times
+# (the checkout may come back: a remounted disk, a branch switched back), then dropped.
+GONE_ATTEMPTS = 8
+
+
+def back_off_or_drop(app: Realmem, project_key: str | None, reason: str, cands: list[tuple[str, int]]) -> None:
+    """Queued candidates (id, attempts so far) that cannot be tried now for ``reason``: each is
+    rescheduled with backoff, or dropped with the reason recorded after GONE_ATTEMPTS, so it
+    never stays due (a worker would retry it in a tight loop)."""
+    events: list[ev.Event] = []
+    for cid, attempts in cands:
+        if attempts + 1 >= GONE_ATTEMPTS:
+            events.append(ev.CandidateDone(cid, f"dropped: {reason}"))
+            logger.warning("retry.dropped", project_key=project_key, candidate=cid, reason=reason,
+                           attempts=attempts + 1)
+        else:
+            events.append(ev.CandidateRetried(cid, reason, next_try(app, attempts + 1, None)))
+            logger.info("retry.rescheduled", project_key=project_key, candidate=cid, reason=reason,
+                        attempts=attempts + 1)
+    app.emit(events)  # queue bookkeeping is table-only: no lease needed
+
+
+def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome | None:
+    claim = LeaseLock(app.db_path, f"candidate:{cid}")
+    try:
+        claim.acquire(CLAIM_WAIT_SECONDS)
+    except LockTimeout:
+        logger.info("retry.claimed_elsewhere", candidate=cid, project_key=_project_key(app))
+        return None
+    try:
+        row = app.conn.execute("SELECT payload, next_try FROM pending WHERE candidate_id=?", (cid,)).fetchone()
+        if row is None or not (force or row[1] <= now):
+            return None  # done or rescheduled by whoever held the claim before us
+        p = json.loads(row[0])
+        try:
+            return remember(app, p["caption"], p["content"], scope=p.get("scope"), paths=p.get("paths") or [],
+                            user_requested=bool(p.get("user_requested")), source=p.get("source") or "remember",
+                            candidate_id=cid)
+        except RealmemError as exc:
+            # The candidate can never be written (e.g. its scope no longer exists): drop it.
+            app.emit([ev.CandidateDone(cid, f"error: {exc}")])
+            return Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
+        except Exception as exc:
+            # A bug must not leave the candidate due at once: the worker would retry it in a
+            # tight loop.  It backs off like any failed attempt, with the error recorded.
+            logger.exception("retry.failed", candidate=cid, project_key=_project_key(app))
+            attempts = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cid,)).fetchone()
+            if attempts is not None:
+                app.emit([ev.CandidateRetried(cid, f"error: {type(exc).__name__}: {exc}",
+                                              next_try(app, attempts[0] + 1, None))])
+            return Outcome("queue", None, f"Kept a queued candidate after an error: {exc}", [], {"error": str(exc)},
+                           queued=True)
+    finally:
+        claim.release()
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+def _normalize(app: Realmem, raw: str) -> str:
+    return paths.normalize_input(raw, cwd=app.cwd, home=memories.user_home())
+
+
+def _plan_or_queue(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
+    try:
+        return _plan(app, cand, trace)
+    except _Queue as q:
+        return Plan("queue", "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after)
+
+
+def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
+    cfg = app.config
+    store, stored = memories.place(app, cand.scope, cand.abs_paths)
+    h = files.content_hash(cand.caption, cand.content)
+    trace["candidate"].update({"store": store, "scope_used": _scope_label(store), "stored_paths": stored,
+                               "hash": h})
+
+    # 2. Exact duplicate.
+    dup = _exact_duplicate(app, h)
+    if dup is not None:
+        trace["duplicate"] = {"id": ids.short(dup.id), "store": dup.store, "caption": dup.caption}
+        if cand.abs_paths:
+            try:
+                dup_frame = memories.edit_paths_from_input(app, (dup.store, dup.id), cand.abs_paths)
+            except RealmemError as exc:
+                trace["duplicate"]["widen_impossible"] = str(exc)
+                dup_frame = []
+            dup_abs = memories.absolute(app, dup.store, dup.paths)
+            new = [p for p, a in zip(dup_frame, memories.absolute(app, dup.store, dup_frame))
+                   if not any(paths.matches(q, a) for q in dup_abs)]
+            if new:
+                widened = memories.union_paths(dup.paths, new, dup.store)
+                trace["decision"] = {"action": "widen", "rule": "exact-duplicate-new-paths",
+                                     "target": [dup.store, dup.id], "paths": widened}
+                return Plan("widen", "exact-duplicate-new-paths", dup.store, stored, (dup.store, dup.id),
+                            dup.caption, dup.content, widened)
+        trace["decision"] = {"action": "reinforce", "rule": "exact-duplicate", "target": [dup.store, dup.id]}
+        return Plan("reinforce", "exact-duplicate", dup.store, stored, (dup.store, dup.id))
+
+    # 3. Neighbours.
+    neighbours = _neighbours(app, cand, h, trace)
+    shown = neighbours[: max(0, int(cfg["gate.judgeNeighbors"]))]
+    for n in trace["neighbours"][: len(shown)]:
+        n["judged"] = True
+
+    # 4. Judge.
+    client = judge.client(cfg)
+    if client is None:
+        trace["judge"] = {"configured": False}
+        if cand.user_requested:
+            trace["decision"] = {"action": "add", "rule": "user-requested-no-judge",
+                                 "steps": ["SemIf not configured; the user asked for this memory"]}
+            return Plan("add", "user-requested-no-judge", store, stored, None, cand.caption, cand.content)
+        raise _Queue("the SemIf judge is not configured")
+    jn = [judge.Neighbour(ids.short(m.id), m.caption, m.content, _scope_label(m.store), m.paths) for m in shown]
+    has_paths = judge.specific_paths(stored)
+    state = judge.build_state(cand.caption, cand.content, stored if has_paths else [], cand.scope, jn)
+    qs, shards = judge.questions(jn, has_paths=has_paths, max_options=int(cfg["semif.maxOptions"]))
+    try:
+        with _timed(trace, "judge_s"):
+            answers = client.ask(state, qs)
+    except EndpointUnavailable as exc:
+        trace["judge"] = {"configured": True, "error": str(exc)}
+        raise _Queue("the SemIf judge is unreachable", exc.retry_after) from None
+    except EndpointError as exc:
+        trace["judge"] = {"configured": True, "error": str(exc)}
+        raise _Queue(f"the SemIf judge refused the request ({exc})") from None
+    finally:
+        client.close()
+    combined = judge.combine(answers, shards)
+    trace["judge"] = {
+        "configured": True, "model": answers.model, "requests": answers.requests, "state": state,
+        "questions": {name: q.to_wire() for name, q in qs.items()},
+        "raw": {name: judge.raw_answer(a) for name, a in answers.items()},
+        "answers": {name: judge.answer_summary(a) for name, a in combined.items()},
+    }
+
+    # Scope: an explicit scope wins over the judge's.
+    scope_ans = combined.get("scope")
+    final_scope = cand.scope
+    if final_scope is None and scope_ans is not None and getattr(scope_ans, "choice", None) in judge.SCOPE_STORE_KIND:
+        final_scope = judge.SCOPE_STORE_KIND[scope_ans.choice]  # type: ignore[union-attr]
+        if final_scope != "global" and app.project is None:
+            final_scope = "global"
+    store, stored = memories.place(app, final_scope, cand.abs_paths)
+    trace["candidate"].update({"store": store, "scope_used": _scope_label(store), "stored_paths": stored,
+                               "scope_source": "explicit" if cand.scope else "judge"})
+    urgency = combined.get("path_urgency")
+    urgency = urgency if isinstance(urgency, ScoreAnswer) and judge.specific_paths(stored) else None
+    if urgency is not None:
+        tier = judge.urgency_tier(urgency.score, cfg)
+        trace["urgency"] = {"score": urgency.score, "tier": tier, "probabilities": urgency.probabilities,
+                            "confidence": urgency.confidence, "would_store": judge.TIER_SHOWN[tier]}
+
+    # 5. Decision.
+    by_short = {ids.short(m.id): m for m in shown}
+    targets = {s: gate.Target((m.store, m.id), m.store, memories.absolute_paths(app, m)) for s, m in by_short.items()}
+    cand_abs = memories.absolute(app, store, stored)
+    d = gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=cand_abs,
+                    user_requested=cand.user_requested, limits=gate.thresholds(cfg), overlap=paths.overlap)
+    trace["decision"] = {"action": d.action, "rule": d.rule, "target": list(d.target) if d.target else None,
+                         **d.details}
+    plan = Plan(d.action, d.rule, store, stored, d.target, cand.caption, cand.content, urgency=urgency)
+    if d.action == "reject":
+        plan.reason = gate.reject_reason(d)
+        return plan
+    if d.action in ("edit", "merge"):
+        # 6. Rewrite the target with the new fact, keeping its id.
+        from realmem.jobs.rewrite import rewrite
+        target = app.memory(d.target)  # type: ignore[arg-type]
+        assert target is not None
+        with _timed(trace, "rewrite_s"):
+            rewritten = rewrite(app, d.action, target, cand.caption, cand.content)
+        new_caption, new_content = rewritten.caption, rewritten.content
+        plan.caption, plan.content = new_caption, new_content
+        plan.new_paths = (memories.union_paths(target.paths, stored, target.store) if judge.specific_paths(stored)
+                          else list(target.paths))
+        old_text = f"{target.caption}\n\n{target.content}\n"
+        new_text = f"{new_caption}\n\n{new_content}\n"
+        trace["rewrite"] = {
+            "mode": d.action, "used_fallback": rewritten.used_fallback, "fallback_reason": rewritten.fallback,
+            "old": {"caption": target.caption, "content": target.content, "paths": target.paths},
+            "new": {"caption": new_caption, "content": new_content, "paths": plan.new_paths},
+            "diff": "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
+                                                 f"a/{ids.short(target.id)}", f"b/{ids.short(target.id)}")),
+        }
+    elif d.action == "widen":
+        target = app.memory(d.target)  # type: ignore[arg-type]
+        assert target is not None
+        plan.new_paths = memories.union_paths(target.paths, stored, target.store)
+    return plan
+
+
+def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
+    stores = app.visible_stores()
+    from realmem.projections.tables import MEMORY_COLS, memory_from_row
+    rows = app.conn.execute(
+        f"SELECT {MEMORY_COLS} FROM memories WHERE hash=? AND quarantined IS NULL AND store IN "
+        f"({','.join('?' * len(stores))})", (h, *stores)).fetchall()
+    found = [memory_from_row(r) for r in rows]
+    found.sort(key=lambda m: (stores.index(m.store), m.id))
+    return found[0] if found else None
+
+
+def _neighbours(app: Realmem, cand: Candidate, h: str, trace: dict[str, Any]) -> list[Memory]:
+    cfg = app.config
+    limit = max(1, min(254, int(cfg["gate.neighbors"])))
+    stores = app.visible_stores()
+    emb: dict[str, Any] = {"configured": bool(cfg["embedding.url"])}
+    vector = None
+    if emb["configured"]:
+        fp = index.active_fingerprint(app.conn)
+        emb["cached"] = bool(fp and index.cache_get(app.conn, h, fp) is not None)
+        try:
+            with _timed(trace, "embed_s"):
+                vector = embedder.embed_document(app, cand.caption, cand.content, h)
+            emb["status"] = "ok"
+            emb["dims"] = len(vector) if vector else None
+        except (EndpointUnavailable, EndpointError) as exc:
+            emb["status"] = "down"
+            emb["error"] = str(exc)
+            emb["note"] = "embedder unavailable: BM25 neighbours only"
+    else:
+        emb["status"] = "not-configured"
+        emb["note"] = "no embedder configured: BM25 neighbours only"
+    trace["embedding"] = emb
+    text = f"{cand.caption}\n{cand.content}"
+    bm = search.bm25(app.conn, text, stores, limit)
+    kn = search.knn(app.conn, vector, stores, limit) if vector else []
+    hits = search.fuse([bm], [kn] if kn else [], k=int(cfg["gate.rrfK"]), limit=limit)
+    out: list[Memory] = []
+    rows = []
+    for hit in hits:
+        m = app.memory(hit.key)
+        if m is None or m.quarantined:
+            continue
+        out.append(m)
+        rows.append({"id": ids.short(m.id), "store": m.store, "scope": _scope_label(m.store), "caption": m.caption,
+                     "paths": m.paths, "cos": hit.cosine, "cos_rank": hit.cos_rank, "bm25": hit.bm25,
+                     "bm25_rank": hit.bm25_rank, "rrf": hit.rrf, "judged": False})
+    trace["neighbours"] = rows
+    trace["neighbour_sources"] = {"bm25": len(bm), "knn": len(kn)}
+    return out
+
+
+def _changed_since(app: Realmem, snap: int) -> bool:
+    stores = set(app.visible_stores())
+    for env in log.read(app.conn, snap):
+        e = env.event
+        if isinstance(e, MEMORY_EVENTS):
+            touched = {k[0] for k in e.keys()}
+            if touched & stores:
+                return True
+    return False
+
+
+# --- executing ----------------------------------------------------------------------------------
+
+def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+    if plan.action == "queue":
+        return _queue(app, cand, plan, trace, warnings)
+    pk = _project_key(app)
+    pending = _is_pending(app, cand.candidate_id)
+    done = [ev.CandidateDone(cand.candidate_id, plan.action)] if pending else []
+    target = list(plan.target) if plan.target else None
+    decided = app.emit([ev.Decided(cand.candidate_id, pk, plan.action, plan.rule, target, _jsonable(trace))])
+    seq = decided[-1].seq
+    trace["decided_seq"] = seq
+
+    if plan.action == "reject":
+        if done:
+            app.emit(done)
+        return Outcome("reject", None, f"Not stored: {plan.reason}.", warnings, trace)
+
+    if plan.action == "reinforce":
+        assert plan.target is not None
+        app.emit([ev.Reinforced(plan.target[0], plan.target[1], seq), *done])
+        m = app.memory(plan.target)
+        if m is None:
+            text = "Already known."
+        elif m.store != plan.store:  # covered by a memory in a wider store: no copy in the candidate's
+            text = (f"Already known: {_ref(m)} ({_scope_label(m.store)}; reinforced, no "
+                    f"{_scope_label(plan.store)} copy added).")
+        else:
+            text = f"Already known: {_ref(m)} (reinforced)."
+        return Outcome("reinforce", m, text, warnings, trace)
+
+    if plan.action == "add":
+        mem_id = ids.new_id()
+        caption, content = memories.validate(plan.caption, plan.content)
+        fields = app.new_fields(plan.store, mem_id, caption, content, plan.stored_paths)
+        events: list[ev.Event] = [ev.MemoryAdded(plan.store, mem_id, fields, cand.source, seq)]
+        if plan.urgency is not None:
+            events.append(ev.UrgencyJudged(plan.store, mem_id, judge.urgency_key_of(fields.content, fields.paths),
+                                           plan.urgency.score, dict(plan.urgency.probabilities),
+                                           plan.urgency.confidence, "remember",
+                                           {"path_urgency": dict(plan.urgency.raw)}))
+        app.emit([*events, *done])
+        m = app.memory((plan.store, mem_id))
+        assert m is not None
+        _shared_warning(app, m, warnings)
+        return Outcome("add", m, _with_notes(f"Stored {_ref(m)} ({_scope_label(m.store)}).", warnings),
+                       warnings, trace)
+
+    # edit | merge | widen: rewrite in place, same id.
+    assert plan.target is not None
+    reason = {"edit": "edit", "merge": "merge", "widen": "widen"}[plan.action]
+    m = memories.edit(app, plan.target, caption=plan.caption if plan.action != "widen" else None,
+                      content=plan.content if plan.action != "widen" else None, stored_paths=plan.new_paths,
+                      reason=reason, decision=seq, extra=done)
+    _shared_warning(app, m, warnings)
+    if plan.action == "edit":
+        text = f"Updated {_ref(m)} ({_scope_label(m.store)}): the new fact replaced what conflicted."
+    elif plan.action == "merge":
+        text = f"Merged into {_ref(m)} ({_scope_label(m.store)})."
+    else:
+        text = f"Already known: {_ref(m)}; its paths now include {', '.join(m.paths)}."
+    return Outcome(plan.action, m, _with_notes(text, warnings), warnings, trace)
+
+
+def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+    pk = _project_key(app)
+    row = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cand.candidate_id,)).fetchone()
+    trace["decision"] = {**trace.get("decision", {}), "action": "queue", "rule": plan.rule, "reason": plan.reason}
+    if row is not None:
+        events: list[ev.Event] = [ev.CandidateRetried(cand.candidate_id, plan.reason,
+                                                      next_try(app, row[0] + 1, plan.retry_after))]
+    else:
+        events = [ev.Decided(cand.candidate_id, pk, "queue", plan.rule, None, _jsonable(trace)),
+                  ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
+                                     next_try(app, 0, plan.retry_after))]
+    app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
+    if "not configured" in plan.reason:
+        text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
+                f"({settings_hint('semif.url')}).")
+    elif plan.rule == "lock-busy":
+        text = "Queued: another process holds the write lock; it will be retried automatically."
+    else:
+        text = f"Queued: {plan.reason}; it will be retried automatically."
+    return Outcome("queue", None, text, warnings, trace, queued=True)
+
+
+
+
+def _is_pending(app: Realmem, cid: str) -> bool:
+    return app.conn.execute("SELECT 1 FROM pending WHERE candidate_id=?", (cid,)).fetchone() is not None
+
+
+def _shared_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:
+    if app.project is not None and m.store == app.project.shared_store and _shared_ignored(app):
+        note = "note: .pi/realmem is ignored by git; this memory will not be committed"
+        if note not in warnings:
+            warnings.append(note)
+
+
+def _with_notes(text: str, warnings: list[str]) -> str:
+    return "\n".join([text, *warnings]) if warnings else text
+
+
+def _safe_holder(exc: LockTimeout) -> dict[str, Any] | None:
+    h = exc.holder
+    return {"pid": h.get("pid"), "host": h.get("host"), "held_for": h.get("held_for")} if h else None
+
+
+@contextlib.contextmanager
+def _timed(trace: dict[str, Any], name: str) -> Iterator[None]:
+    """Time spent waiting on an outside service, kept apart in the trace: the gate's own
+    overhead budget excludes it (DESIGN.md section 6)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings = trace.setdefault("timings", {})
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+    m = app.memory(plan.target) if plan.target else None
+    if plan.action == "queue":
+        text = f"Would queue: {plan.reason}."
+    elif plan.action == "reject":
+        text = f"Would not store: {plan.reason}."
+    elif plan.action == "add":
+        text = f"Would store as a new {_scope_label(plan.store)} memory: {plan.caption}."
+    elif m is not None:
+        text = f"Would {plan.action} {_ref(m)} ({_scope_label(m.store)})."
+    else:
+        text = f"Would {plan.action}."
+    d = trace.setdefault("decision", {})
+    d.setdefault("action", plan.action)
+    d.setdefault("rule", plan.rule)
+    if plan.reason:
+        d.setdefault("reason", plan.reason)
+    return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == "queue")
+
+
+def _jsonable(value: Any) -> Any:
+    """The trace as plain JSON values (answers may hold tuples or attrs objects)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+# --- the human debug view -----------------------------------------------------------------------
+
+def render_trace(outcome: Outcome) -> str:
+    t = outcome.trace
+    out: list[str] = []
+    c = t.get("candidate", {})
+    out.append(f"Candidate: {c.get('caption')}")
+    out.append(f"  scope {c.get('scope') or '(judge decides)'} -> {c.get('scope_used', '?')}"
+               f" · paths {', '.join(c.get('stored_paths') or []) or '(store default)'}"
+               f"{' · user requested' if c.get('user_requested') else ''}")
+    s = t.get("safety", {})
+    out.append(f"Safety: {'ok' if s.get('ok') and not s.get('findings') else s.get('reason')}")
+    if "duplicate" in t:
+        d = t["duplicate"]
+        out.append(f"Exact duplicate of [{d['id']}] {d['caption']} ({store_kind(d['store'])})")
+    e = t.get("embedding")
+    if e:
+        line = f"Embedding: {e.get('status')}"
+        if e.get("dims"):
+            line += f" · {e['dims']} dims · {'cached' if e.get('cached') else 'computed'}"
+        if e.get("note"):
+            line += f" · {e['note']}"
+        out.append(line)
+    ns = t.get("neighbours")
+    if ns is not None:
+        out.append(f"Neighbours ({len(ns)}; {sum(1 for n in ns if n.get('judged'))} shown to the judge):")
+        if ns:
+            out.append(f"  {'id':<22}  {'scope':<8} {'cos':>6} {'bm25 rank/score':>16} {'rrf':>7}  caption")
+        for n in ns[:30]:
+            cos = f"{n['cos']:.3f}" if n.get("cos") is not None else "-"
+            bm = f"{n['bm25_rank']}/{n['bm25']:.3g}" if n.get("bm25_rank") is not None else "-"
+            mark = "*" if n.get("judged") else " "
+            out.append(f" {mark}{n['id']:<22}  {n['scope']:<8} {cos:>6} {bm:>16} {n['rrf']:>7.4f}  {n['caption'][:60]}")
+    j = t.get("judge")
+    if j:
+        if not j.get("configured"):
+            out.append("Judge: not configured")
+        elif j.get("error"):
+            out.append(f"Judge: {j['error']}")
+        else:
+            out.append(f"Judge: {j.get('model')} ({count(int(j.get('requests') or 0), 'request')})")
+            for name, a in (j.get("answers") or {}).items():
+                if a["type"] == "choice":
+                    probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a["probabilities"].items(),
+                                                                         key=lambda kv: -kv[1])[:5])
+                    out.append(f"  {name:<14} {a['choice']} (p={a['p']:.2f}) [{probs}]")
+                elif a["type"] == "score":
+                    probs = ", ".join(f"{k}={v:.2f}" for k, v in a["probabilities"].items())
+                    out.append(f"  {name:<14} score {a['score']:.2f} (normalized {a['normalized']:.2f}) [{probs}]")
+                else:
+                    out.append(f"  {name:<14} P(true)={a['p']:.2f}")
+    d = t.get("decision", {})
+    out.append(f"Decision: {d.get('action', outcome.action)} · rule {d.get('rule', '-')}")
+    for step in d.get("steps", []) or []:
+        out.append(f"  - {step}")
+    th = d.get("thresholds")
+    if th:
+        out.append("  thresholds: " + ", ".join(f"{k}={v}" for k, v in th.items()))
+    if d.get("reason"):
+        out.append(f"  reason: {d['reason']}")
+    u = t.get("urgency")
+    if u:
+        probs = ", ".join(f"{lvl}={u['probabilities'].get(str(i), 0):.2f}"
+                          for i, lvl in enumerate(("low", "mid", "high")))
+        conf = f" · confidence {u['confidence']:.2f}" if u.get("confidence") is not None else ""
+        out.append(f"Path urgency: {u['score']:.2f} -> {u['tier']} ({probs}{conf}); would show: {u['would_store']}")
+    r = t.get("rewrite")
+    if r:
+        why = f" ({r['fallback_reason']})" if r.get("fallback_reason") else ""
+        out.append(f"Rewrite ({r['mode']}{', deterministic fallback' + why if r['used_fallback'] else ''}):")
+        out.extend("  " + line for line in (r.get("diff") or "(no change)").splitlines())
+    if t.get("replanned"):
+        out.append("Note: the stores changed while judging; the decision was made again under the write lock.")
+    out.append("")
+    out.append(outcome.text)
+    return "\n".join(out)
+

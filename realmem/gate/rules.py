@@ -1,0 +1,211 @@
+"""The remember gate's decision rules (spec: "Remember path", step 5) as pure functions.
+
+``decide`` takes the judge's answers, the neighbours it was offered, the candidate's store
+and paths, and the thresholds from config, and returns ``Decision(action, target, rule,
+details)``.  No I/O: every rule is testable with plain values.
+
+Rules, in order:
+
+1. ``unsafe``: P(unsafe) >= gate.unsafe rejects the candidate.
+2. ``covered-by``: a confident covered_by reinforces that neighbour; reinforcing never edits
+   it, so this holds across stores too, when the neighbour reaches everyone the candidate
+   would (``covered-by-other-store``: a personal fact covered by a shared or global one).  A
+   neighbour that reaches fewer readers (a shared fact covered by a personal one: teammates
+   would never see it) leaves the candidate to be added (``covered-elsewhere``).  If the
+   neighbour's paths are disjoint from the candidate's, its paths are widened in its own store
+   (``covered-by-disjoint-paths``); across stores that would edit it, so the candidate is
+   added instead.
+3. ``conflict-with``: a confident conflict_with edits that neighbour, whatever the judge's
+   action (Edit takes precedence over Add).
+4. ``merge-with``: the judge's action Merge with a confident merge_with merges; Merge without
+   one falls back to Add (``merge-without-target``).
+5. An Edit or Merge whose target is in another store becomes an Add (``scope-differs``);
+   one whose target's paths do not overlap the candidate's becomes an Add (``disjoint-paths``).
+6. Add and Merge need importance >= gate.importance and P(durable) >= gate.durable, unless the
+   user asked for the memory (``user-requested`` bypass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from realmem.clients import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
+from realmem.config import Config
+from realmem.events.types import Key
+from realmem.stores.project import store_kind
+
+NONE = "none"
+THRESHOLD_KEYS = ("coveredBy", "conflictWith", "mergeWith", "importance", "durable", "unsafe")
+
+
+@attrs.frozen
+class Target:
+    """A neighbour the judge may pick: where it lives and its absolute path patterns."""
+
+    key: Key
+    store: str
+    abs_paths: list[str]
+
+
+@attrs.frozen
+class Decision:
+    action: str  # add | edit | merge | reinforce | widen | reject
+    target: Key | None
+    rule: str
+    details: dict[str, Any]
+
+
+def reaches(target_store: str, cand_store: str) -> bool:
+    """Whether a memory in ``target_store`` is seen by everyone a memory in ``cand_store`` would
+    be: the same store, or a candidate that is personal (only this user, in this project)."""
+    return target_store == cand_store or store_kind(cand_store) == "personal"
+
+
+def thresholds(cfg: Config) -> dict[str, float]:
+    return {k: float(cfg[f"gate.{k}"]) for k in THRESHOLD_KEYS}
+
+
+def _pick(answers: Mapping[str, Answer], name: str, neighbours: Mapping[str, Target], threshold: float
+          ) -> tuple[str | None, float, bool]:
+    """(chosen id or None, its probability, confident?)."""
+    a = answers.get(name)
+    if not isinstance(a, ChoiceAnswer) or a.choice == NONE or a.choice not in neighbours:
+        return None, (a.p if isinstance(a, ChoiceAnswer) else 0.0), False
+    return a.choice, a.p, a.p >= threshold
+
+
+def _noul(answers: Mapping[str, Answer], name: str, default: float) -> float:
+    a = answers.get(name)
+    return a.p if isinstance(a, NoulAnswer) else default
+
+
+def _importance(answers: Mapping[str, Answer]) -> float | None:
+    a = answers.get("importance")
+    return a.normalized if isinstance(a, ScoreAnswer) else None
+
+
+def _action(answers: Mapping[str, Answer]) -> str:
+    a = answers.get("action")
+    return a.choice.lower() if isinstance(a, ChoiceAnswer) else "add"
+
+
+def decide(answers: Mapping[str, Answer], *, neighbours: Mapping[str, Target], cand_store: str,
+           cand_abs_paths: list[str], user_requested: bool, limits: Mapping[str, float],
+           overlap: Callable[[list[str], list[str]], bool]) -> Decision:
+    """The decision for one judged candidate; ``overlap`` is ``paths.overlap`` (injected so
+    this module stays free of filesystem code)."""
+    t = dict(limits)
+    covered, p_cov, cov_ok = _pick(answers, "covered_by", neighbours, t["coveredBy"])
+    conflict, p_con, con_ok = _pick(answers, "conflict_with", neighbours, t["conflictWith"])
+    merge, p_mer, mer_ok = _pick(answers, "merge_with", neighbours, t["mergeWith"])
+    action = _action(answers)
+    importance = _importance(answers)
+    durable = _noul(answers, "durable", 1.0)
+    unsafe = _noul(answers, "unsafe", 0.0)
+    details: dict[str, Any] = {
+        "judge_action": action,
+        "covered_by": {"id": covered, "p": p_cov, "confident": cov_ok},
+        "conflict_with": {"id": conflict, "p": p_con, "confident": con_ok},
+        "merge_with": {"id": merge, "p": p_mer, "confident": mer_ok},
+        "importance": importance, "durable": durable, "unsafe": unsafe,
+        "user_requested": user_requested, "thresholds": t, "steps": [],
+    }
+    steps: list[str] = details["steps"]
+
+    if unsafe >= t["unsafe"]:
+        steps.append(f"P(unsafe)={unsafe:.2f} >= {t['unsafe']}")
+        return Decision("reject", None, "unsafe", details)
+
+    def disjoint(target: Target) -> bool:
+        return bool(cand_abs_paths and target.abs_paths) and not overlap(cand_abs_paths, target.abs_paths)
+
+    if cov_ok and covered is not None:
+        target = neighbours[covered]
+        steps.append(f"covered_by {covered} p={p_cov:.2f} >= {t['coveredBy']}")
+        if not reaches(target.store, cand_store):
+            steps.append(f"the covering memory is in {target.store}, which does not reach everyone a memory in "
+                         f"{cand_store} would: Add")
+            return _gated_add(details, t, user_requested, "covered-elsewhere")
+        if disjoint(target):
+            if target.store != cand_store:
+                steps.append(f"target paths do not overlap the candidate's, and widening them would edit a "
+                             f"memory in {target.store}: Add")
+                return _gated_add(details, t, user_requested, "scope-differs")
+            steps.append("target paths do not overlap the candidate's: widen them")
+            return Decision("widen", target.key, "covered-by-disjoint-paths", details)
+        if target.store != cand_store:
+            steps.append(f"the covering memory is in {target.store}, not the candidate's {cand_store}: reinforce it "
+                         "(reinforcing does not edit it), no copy is added")
+            return Decision("reinforce", target.key, "covered-by-other-store", details)
+        return Decision("reinforce", target.key, "covered-by", details)
+
+    chosen: tuple[str, str, str] | None = None  # (action, id, rule)
+    if con_ok and conflict is not None:
+        steps.append(f"conflict_with {conflict} p={p_con:.2f} >= {t['conflictWith']}: Edit over Add")
+        chosen = ("edit", conflict, "conflict-with")
+    elif action == "merge":
+        if mer_ok and merge is not None:
+            steps.append(f"action Merge with merge_with {merge} p={p_mer:.2f} >= {t['mergeWith']}")
+            chosen = ("merge", merge, "merge-with")
+        else:
+            steps.append(f"action Merge but merge_with not confident (p={p_mer:.2f} < {t['mergeWith']})")
+            return _gated_add(details, t, user_requested, "merge-without-target")
+    elif action in ("edit", "reinforce"):
+        steps.append(f"action {action.capitalize()} without a confident target pick")
+        return _gated_add(details, t, user_requested, f"{action}-without-target")
+
+    if chosen is None:
+        return _gated_add(details, t, user_requested, "add")
+
+    act, nid, rule = chosen
+    target = neighbours[nid]
+    if target.store != cand_store:
+        steps.append(f"target store {target.store} != candidate store {cand_store}: Add instead")
+        return _gated_add(details, t, user_requested, "scope-differs")
+    if disjoint(target):
+        steps.append("target paths do not overlap the candidate's: not the same subject, Add instead")
+        return _gated_add(details, t, user_requested, "disjoint-paths")
+    if act == "merge":
+        gate = _gate(details, t, user_requested)
+        if gate is not None:
+            return Decision("reject", None, gate, details)
+    return Decision(act, target.key, rule, details)
+
+
+def _gate(details: dict[str, Any], t: Mapping[str, float], user_requested: bool) -> str | None:
+    """The rule that rejects an Add/Merge for importance or durability, or None."""
+    steps: list[str] = details["steps"]
+    if user_requested:
+        steps.append("user_requested: importance and durability not checked")
+        return None
+    importance, durable = details["importance"], details["durable"]
+    if importance is not None and importance < t["importance"]:
+        steps.append(f"importance {importance:.2f} < {t['importance']}")
+        return "not-important"
+    if durable < t["durable"]:
+        steps.append(f"P(durable)={durable:.2f} < {t['durable']}")
+        return "not-durable"
+    return None
+
+
+def _gated_add(details: dict[str, Any], t: Mapping[str, float], user_requested: bool, rule: str) -> Decision:
+    gate = _gate(details, t, user_requested)
+    if gate is not None:
+        return Decision("reject", None, gate, details)
+    return Decision("add", None, rule, details)
+
+
+def reject_reason(decision: Decision) -> str:
+    """A short explanation of a rejection for the model."""
+    d = decision.details
+    t = d.get("thresholds", {})
+    if decision.rule == "unsafe":
+        return f"judged unsafe (P={d['unsafe']:.2f})"
+    if decision.rule == "not-important":
+        return f"judged not important enough ({d['importance']:.2f} < {t.get('importance')})"
+    if decision.rule == "not-durable":
+        return f"judged not durable, it looks like task status (P={d['durable']:.2f} < {t.get('durable')})"
+    return decision.rule

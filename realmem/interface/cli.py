@@ -1,0 +1,738 @@
+"""The `realmem` command line: every /realmem subcommand headless, plus replay, audit,
+events, worker, rpc and bench (DESIGN.md section 7).  A thin layer over ``realmem.interface.commands``
+and ``realmem.interface.tools``, which the rpc child calls too.  Each command imports what it needs inside
+its body, so `realmem rpc` and `realmem worker` start without loading the whole gate.
+
+Exit codes: 0 success, 1 refused or not found, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from realmem import errors, logs
+from realmem.stores import ids
+from realmem.agents.install import install
+from realmem.app import Realmem, RealmemError
+from realmem.config import DEFAULTS, Config, home_dir, override
+from realmem.stores.project import SCOPES
+from realmem.words import count
+
+
+def _out(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    """A command's result: its details as JSON, or its text."""
+    _out(result["details"]) if as_json else click.echo(result["text"])
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"realmem: {message}", err=True)
+    sys.exit(code)
+
+
+class Ctx:
+    def __init__(self, home: str | None, cwd: str | None, verbose: bool = False) -> None:
+        self.home = home
+        self.cwd = cwd
+        self.verbose = verbose
+        self._app: Realmem | None = None
+
+    def app(self, *, scan: bool = True) -> Realmem:
+        if self._app is None:
+            if self.cwd is not None and not Path(self.cwd).is_dir():  # never invent a project there
+                _fail(f"--cwd {self.cwd} is not an existing directory", 2)
+            self._app = Realmem.open(self.home, self.cwd, scan=scan)
+        return self._app
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+class Group(click.Group):
+    """Maps realmem's errors to their exit code (``errors.code_of``: 1 refused or not found,
+    2 usage), as one line on stderr (the details are in the log)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except errors.Error as exc:
+            _fail(str(exc), errors.code_of(exc))
+        finally:
+            if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
+                from realmem.jobs import policy  # lazy, like every command's own imports
+                policy.follow_app(ctx.obj._app)  # queue the background work the command's events call for
+
+
+@click.group(cls=Group)
+@click.option("--home", envvar="REALMEM_HOME", help="data directory (default ~/.pi/agent/realmem)")
+@click.option("--cwd", help="directory whose project is meant (default: the current one)")
+@click.option("--verbose", "-v", is_flag=True, help="log to stderr (default: <home>/realmem.log)")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, cwd: str | None, verbose: bool) -> None:
+    """realmem: surprise-gated long-term memory for Pi."""
+    # Never raw JSON on the terminal: the log goes to a file unless asked for.
+    if verbose:
+        logs.configure("info")
+    else:
+        logs.configure(file=home_dir(home) / "realmem.log")
+    ctx.obj = Ctx(home, cwd, verbose)
+
+
+# --- remembering --------------------------------------------------------------------------
+
+def _max_questions(f):  # type: ignore[no-untyped-def]
+    """--max-questions N: questions per SemIf request for this command (overrides semif.maxQuestions)."""
+    def apply(ctx: click.Context, param: click.Parameter, value: int | None) -> None:
+        if value is not None:
+            override("semif.maxQuestions", value)
+    return click.option("--max-questions", type=click.IntRange(min=1), expose_value=False, callback=apply,
+                        help="questions per SemIf request (overrides semif.maxQuestions)")(f)
+
+
+def _text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A caption or content: text that can be stored and written to a fact file."""
+    if value is not None and "\x00" in value:
+        raise click.BadParameter("must not contain a NUL character")
+    return value
+
+
+def _bad_argument() -> str | None:
+    """Why a command-line argument is unusable, or None.  Python hands undecodable bytes over
+    as lone surrogates; they would fail deep inside with a traceback."""
+    for i, arg in enumerate(sys.argv[1:], 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {i} ({ascii(arg)[1:-1][:60]}) is not valid UTF-8"
+    return None
+
+
+def _remember_options(f):  # type: ignore[no-untyped-def]
+    f = _max_questions(f)
+    f = click.option("--json", "as_json", is_flag=True)(f)
+    f = click.option("--path", "paths", multiple=True, help="file, directory or glob (repeatable)")(f)
+    f = click.option("--scope", type=click.Choice(SCOPES))(f)
+    f = click.option("--content", required=True, callback=_text)(f)
+    f = click.option("--caption", required=True, callback=_text)(f)
+    return f
+
+
+def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
+              as_json: bool, source: str) -> None:
+    from realmem.gate.remember import remember
+    out = remember(c.app(), caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
+                   source=source)
+    if as_json:
+        _out({"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
+              "queued": out.queued, "text": out.text, "warnings": out.warnings})
+    else:
+        click.echo(out.text)
+    if out.action in ("refuse", "reject"):
+        sys.exit(1)
+    _warn_missing_paths(c.app(), paths)
+
+
+def _warn_missing_paths(app: Realmem, raw: tuple[str, ...]) -> None:
+    """A path that names nothing is kept (it may be written later), but a typo should not pass
+    silently: the same check as the add screen's paths step, on stderr."""
+    from realmem.stores import paths as paths_mod
+    from realmem.write import memories  # lazily, as every command here: a light CLI start
+    for p in raw:
+        item = paths_mod.check_input(p, cwd=app.cwd, home=memories.user_home())
+        if item["kind"] == "missing":
+            click.echo(f"warning: {item['warning']}", err=True)
+
+
+@cli.command()
+@_remember_options
+@click.option("--user-requested", is_flag=True, help="the user asked for it: bypass the importance gate")
+@pass_ctx
+def remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
+             as_json: bool) -> None:
+    """The agent's remember path, gate included; prints the decision."""
+    _remember(c, caption, content, scope, paths, user_requested, as_json, "remember")
+
+
+@cli.command()
+@_remember_options
+@pass_ctx
+def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], as_json: bool) -> None:
+    """Remember a fact yourself (user_requested)."""
+    _remember(c, caption, content, scope, paths, True, as_json, "add")
+
+
+@cli.command()
+@click.option("--caption", required=True, callback=_text)
+@click.option("--content", required=True, callback=_text)
+@click.option("--scope", type=click.Choice(SCOPES))
+@click.option("--path", "paths", multiple=True)
+@click.option("--user-requested", is_flag=True)
+@click.option("--write", is_flag=True, help="perform the write for real")
+@click.option("--json", "as_json", is_flag=True)
+@_max_questions
+@pass_ctx
+def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
+          write: bool, as_json: bool) -> None:
+    """Dry-run the remember path and show the full trace."""
+    from realmem.interface import commands
+    _print(commands.debug(c.app(), caption=caption, content=content, scope=scope, paths=paths,
+                          user_requested=user_requested, write=write), as_json)
+
+
+@cli.command()
+@pass_ctx
+def retry(c: Ctx) -> None:
+    """Retry this project's queued candidates now (the worker also retries them with backoff)."""
+    from realmem.interface import commands
+    click.echo(commands.retry(c.app(), progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))["text"])
+
+
+# --- reading ------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("query", nargs=-1)
+@click.option("--path", "paths", multiple=True)
+@click.option("--id", "id_values", multiple=True)
+@click.option("--scope", type=click.Choice(SCOPES))
+@click.option("--page", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tuple[str, ...], scope: str | None,
+           page: int, as_json: bool) -> None:
+    """Hybrid search, ranked by path, then used, then relevance."""
+    from realmem.read import freshness
+    from realmem.read import recall as r
+    from realmem.read.render import memory_json, recall_text
+    queries = [" ".join(query)] if query else []
+    res = r.recall(c.app(), queries=queries, raw_paths=list(paths), id_values=list(id_values), page=page, scope=scope)
+    stale = freshness.flags_text(c.app(), [i.memory for i in res.items])
+    if as_json:
+        _out({"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors, "notes": res.notes,
+              "message": None if res.items else r.nothing_found(res),
+              "items": [memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
+                                                               "stale": stale.get((i.memory.store, i.memory.id))}
+                        for i in res.items]})
+    else:
+        click.echo(recall_text(res, stale))
+    if not res.items and (id_values or res.errors):
+        sys.exit(1)
+
+
+@cli.command(name="list")
+@click.option("--scope", type=click.Choice(SCOPES))
+@click.option("--page", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
+    """Every memory, sorted by path, then used."""
+    from realmem.read import recall as r
+    from realmem.read.render import memory_json, table
+    res = r.listing(c.app(), page=page, scope=scope)
+    if as_json:
+        _out({"page": res.page, "pages": res.pages, "total": res.total,
+              "items": [memory_json(i.memory, i.used_count) for i in res.items]})
+        return
+    if not res.items:
+        click.echo(r.nothing_found(res) if res.past_end and res.total else "No memories yet.")
+        return
+    rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
+             i.memory.caption] for i in res.items]
+    click.echo(table(["id", "scope", "paths", "used", "caption"], rows))
+    click.echo(f"page {res.page} of {res.pages} · {count(res.total, 'memory')}")
+
+
+@cli.command()
+@click.argument("id_value")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def show(c: Ctx, id_value: str, as_json: bool) -> None:
+    """One memory with its metadata."""
+    from realmem.interface import commands
+    shown = commands.show(c.app(), id_value)
+    if as_json:
+        _out(shown["details"])
+        return
+    d = shown["details"]
+    click.echo(f"{d['id']}  {d['caption']}")
+    click.echo(f"scope {d['scope']} · paths {', '.join(d['paths'])} · used {d['used_count']} · "
+               f"shown {d['path_inject_count']}")
+    click.echo(f"file {d['file_path']}")
+    if d["urgency"]:
+        click.echo(f"urgency {d['urgency']['score']:.2f} ({d['urgency']['source']})")
+    if d["stale"]:
+        click.echo(f"⚠ {d['stale']['text']}")
+    if d["quarantined"]:
+        click.echo(f"QUARANTINED: {d['quarantined']}")
+    click.echo("")
+    click.echo(d["content"])
+
+
+@cli.command()
+@click.argument("id_values", nargs=-1, required=True)
+@pass_ctx
+def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
+    """Delete memories by id (or unique prefix)."""
+    from realmem.interface.tools import forget as forget_ids
+    done = forget_ids(c.app(), id_values)
+    if not done["details"]["forgotten"]:
+        raise RealmemError(done["text"])
+    click.echo(done["text"])
+    if done["details"]["errors"]:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def status(c: Ctx, as_json: bool) -> None:
+    """Counts per store, queue, worker, endpoints, gitignore warning."""
+    from realmem.read import status as st  # not tools.status: that loads the gate, and status must start fast
+    info = st.gather(c.app())
+    _out(info) if as_json else click.echo(st.text(info))
+
+
+@cli.command()
+@pass_ctx
+def scan(c: Ctx) -> None:
+    """Read every fact file changed outside realmem now (session start does this too)."""
+    from realmem.write import observe
+    events = observe.scan_stores(c.app(scan=False))
+    click.echo(f"{count(len(events), 'change')} recorded.")
+
+
+# --- the log ------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--check", is_flag=True, help="rebuild into a scratch copy and compare; exit 1 on any difference")
+@pass_ctx
+def replay(c: Ctx, check: bool) -> None:
+    """Rebuild every projection from the event log."""
+    from realmem.projections import replay as rp
+    app = c.app(scan=False)
+    progress = lambda d, t: click.echo(f"  replaying {d}/{t}", err=True)  # noqa: E731
+    if check:
+        rep = rp.check(app, progress)
+        for d in rep.differences:
+            click.echo(d)
+        click.echo(f"{count(rep.events, 'event')}, {count(rep.memories, 'memory')}: "
+                   + ("identical to a rebuild" if not rep.differences else f"{len(rep.differences)} differences"))
+        sys.exit(1 if rep.differences else 0)
+    rep = rp.replay(app, progress)
+    click.echo(f"Replayed {count(rep.events, 'event')} into {count(rep.memories, 'memory')} in {rep.seconds:.2f}s "
+               f"({rep.rate:,.0f} events/s); files written {rep.files_written}, deleted {rep.files_deleted}.")
+
+
+def _event_json(env) -> dict:  # type: ignore[no-untyped-def]
+    from realmem.events.types import to_payload
+    return {"seq": env.seq, "time": env.time, "type": env.event.TYPE, "pid": env.pid, "session": env.session,
+            "memory_id": ids.short(env.event.memory_id) if env.event.memory_id else None,
+            "store": env.event.store_id, "payload": to_payload(env.event)}
+
+
+def _event_line(env) -> str:  # type: ignore[no-untyped-def]
+    from realmem.events import types as ev
+    e = env.event
+    what = e.TYPE
+    if isinstance(e, (ev.MemoryAdded, ev.MemoryEdited, ev.FileObserved)) and e.fields is not None:
+        what += f" “{e.fields.caption}”"
+    if isinstance(e, ev.MemoryEdited):
+        what += f" ({e.reason})"
+    if isinstance(e, ev.MemoryMoved):
+        what += f" → {e.to_store}"
+    if isinstance(e, ev.Decided):
+        what += f" {e.action} by rule {e.rule}"
+    if isinstance(e, (ev.MemoryForgotten,)):
+        what += f" ({e.reason})"
+    mid = ids.short(e.memory_id)[:10] if e.memory_id else ""
+    by = f"  by {env.session}" if env.session else ""  # the actor: a Pi session or an agent (name/version#session)
+    return f"{env.seq:>6}  {env.time}  {mid:<10}  {what}{by}"
+
+
+@cli.command()
+@click.argument("id_value")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def audit(c: Ctx, id_value: str, as_json: bool) -> None:
+    """The whole history of a memory: every event and decision with its raw judge answers."""
+    from realmem.events import log
+    app = c.app(scan=False)
+    canonical = ids.canonical(id_value)
+    if canonical is None:
+        try:
+            canonical = app.resolve(id_value)[1]
+        except RealmemError:
+            known = [r[0] for r in app.conn.execute("SELECT DISTINCT memory_id FROM events WHERE memory_id IS NOT NULL")]
+            try:
+                canonical = ids.resolve(id_value, known)
+            except ids.IdError as exc:
+                raise RealmemError(str(exc)) from None
+    envs = log.for_memory(app.conn, canonical)
+    if not envs:
+        raise RealmemError(f"no events for {id_value}")
+    if as_json:
+        _out([_event_json(e) for e in envs])
+        return
+    from realmem.events import types as ev
+    for env in envs:
+        click.echo(_event_line(env))
+        if isinstance(env.event, ev.Decided):
+            click.echo("        " + json.dumps(env.event.trace, ensure_ascii=False, default=str)[:2000])
+
+
+@cli.command()
+@click.option("--since", default=0, help="only events after this sequence number")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def events(c: Ctx, since: int, as_json: bool) -> None:
+    """The event log."""
+    from realmem.events import log
+    app = c.app(scan=False)
+    if as_json:
+        _out([_event_json(e) for e in log.read(app.conn, since)])
+        return
+    for env in log.read(app.conn, since):
+        click.echo(_event_line(env))
+
+
+# --- maintenance --------------------------------------------------------------------------
+
+@cli.command()
+@pass_ctx
+def reindex(c: Ctx) -> None:
+    """Rebuild the FTS5 and vector indexes from the memories and the embeddings cache."""
+    from realmem.interface import commands
+    click.echo(commands.reindex(c.app())["text"])
+
+
+@cli.command()
+@pass_ctx
+def embed(c: Ctx) -> None:
+    """Embed every memory that has no cached vector in the current embedding space."""
+    from realmem.interface import commands
+    click.echo(commands.embed(c.app(), progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))["text"])
+
+
+@cli.command()
+@click.argument("scopes", nargs=-1, type=click.Choice(SCOPES))
+@click.option("--no-paths", is_flag=True, help="skip the path revision pass")
+@click.option("--json", "as_json", is_flag=True)
+@_max_questions
+@pass_ctx
+def consolidate(c: Ctx, scopes: tuple[str, ...], no_paths: bool, as_json: bool) -> None:
+    """Shrink and clean the memory base (Ctrl-C cancels and writes nothing)."""
+    from realmem.jobs.consolidate import Report, consolidate as run, render_report
+    app = c.app()
+    try:
+        report = run(app, stores=list(scopes) or None, revise_paths=not no_paths,
+                     progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
+    except KeyboardInterrupt:
+        report = Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(), cancelled=True)
+        _out(report.to_json()) if as_json else click.echo(render_report(report))
+        sys.exit(1)
+    _out(report.to_json()) if as_json else click.echo(render_report(report))
+
+
+@cli.group()
+def settings() -> None:
+    """config.json: show, set, unset, test, models."""
+
+
+@settings.command(name="show")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def settings_show(c: Ctx, as_json: bool) -> None:
+    """Every setting: section, value (keys masked), source (default, file, env)."""
+    from realmem.read.render import table
+    from realmem.interface.settings import describe
+    items = describe(Config(home_dir(c.home)))
+    if as_json:
+        _out({i["key"]: {"value": i["value"], "source": i["source"], **({"problem": i["problem"]} if i["problem"] else {})}
+              for i in items})
+        return
+    click.echo(table(["section", "key", "value", "source"],
+                     [[i["group"], i["key"], i["problem"] or (json.dumps(i["value"]) if not isinstance(i["value"], str)
+                                                             else i["value"] or "—"), i["source"]] for i in items]))
+
+
+@settings.command(name="set")
+@click.argument("key")
+@click.argument("value")
+@pass_ctx
+def settings_set(c: Ctx, key: str, value: str) -> None:
+    """Set KEY to VALUE in config.json (keys may be $VAR or env:VAR)."""
+    if key not in DEFAULTS:
+        _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
+    Config(home_dir(c.home)).set(key, value)
+    click.echo(f"{key} set.")
+
+
+@settings.command(name="unset")
+@click.argument("key")
+@pass_ctx
+def settings_unset(c: Ctx, key: str) -> None:
+    """Reset KEY to its default (remove it from config.json)."""
+    held = Config(home_dir(c.home)).unset(key)
+    if key in DEFAULTS:
+        click.echo(f"{key} reset to its default.")
+    elif held:  # a setting this version no longer knows
+        click.echo(f"{key} removed from config.json.")
+    else:  # a typo must not look like a reset of the meant setting
+        _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
+
+
+@settings.command(name="test")
+@pass_ctx
+def settings_test(c: Ctx) -> None:
+    """Connectivity test of every configured endpoint."""
+    from realmem.interface.settings import test_endpoints
+    results = test_endpoints(Config(home_dir(c.home)))
+    for r in results:
+        click.echo(f"{'ok ' if r['ok'] else 'FAIL'}  {r['endpoint']:<9} {r['message']}")
+    sys.exit(0 if all(r["ok"] for r in results) else 1)
+
+
+@settings.command(name="models")
+@click.argument("endpoint", type=click.Choice(["semif", "embedding", "rewriter"]))
+@pass_ctx
+def settings_models(c: Ctx, endpoint: str) -> None:
+    """List the models the endpoint's /v1/models offers."""
+    from realmem.interface.settings import list_endpoint_models
+    for name in list_endpoint_models(Config(home_dir(c.home)), endpoint):
+        click.echo(name)
+
+
+@cli.command(name="import")
+@click.argument("files", nargs=-1)
+@click.option("--force", is_flag=True, help="import again files that are already imported and unchanged")
+@pass_ctx
+def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
+    """Split AGENTS.md / CLAUDE.md into facts (through the chat model) and remember them.
+
+    Example: realmem import AGENTS.md
+    """
+    from realmem.write.importer import already_text, import_headless
+    rep = import_headless(c.app(), list(files), progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True),
+                          force=force)
+    if rep["skipped"]:
+        click.echo(already_text([Path(f) for f in rep["skipped"]], "realmem import"))
+        if not rep["outcomes"]:
+            return
+    for line in rep["outcomes"]:
+        click.echo(line)
+    if rep["files"]:
+        click.echo(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {count(rep['stored'], 'fact')} stored; "
+                   f"realmem now replaces {'it' if len(rep['files']) == 1 else 'them'} in the prompt.")
+    else:
+        click.echo("No facts were stored, so nothing is marked imported.")
+        sys.exit(1)
+
+
+@cli.command(name="prune-paths")
+@click.option("--yes", is_flag=True, help="apply without asking")
+@pass_ctx
+def prune_paths(c: Ctx, yes: bool) -> None:
+    """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
+    from realmem.interface import commands
+    app = c.app()
+    plan = commands.prune_paths(app, apply=False)
+    click.echo(plan["text"])
+    if not plan["details"]["changes"]:
+        return
+    if not yes and not click.confirm("Apply these changes?", default=False):
+        sys.exit(1)
+    done = commands.prune_paths(app, apply=True)["details"]["changes"]
+    click.echo(f"Pruned {count(len(done), 'memory')}.")
+
+
+@cli.command(name="fix-gitignore")
+@click.option("--check", "check_only", is_flag=True, help="only report; exit 1 when the store is ignored")
+@click.option("--yes", is_flag=True, help="apply without asking")
+@pass_ctx
+def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
+    """Check whether .pi/realmem is ignored by git and append the verified fix."""
+    from realmem.write import gitignore
+    app = c.app(scan=False)
+    if app.project is None or not app.project.is_git:
+        click.echo("Not a git repository: nothing to check.")
+        return
+    st = gitignore.check(app.project.root)
+    if not st.ignored:
+        click.echo(".pi/realmem is not ignored by git: shared memories will be committed.")
+        return
+    click.echo(st.warning(hint=check_only) or "")
+    if check_only:
+        sys.exit(1)
+    if st.fix is None:
+        sys.exit(1)
+    click.echo(f"Fix: append to {st.fix.file}:")
+    for line in st.fix.lines:
+        click.echo(f"  {line}")
+    if not yes and not click.confirm("Append it?", default=False):
+        sys.exit(1)
+    after = gitignore.apply_fix(app.project.root, st.fix)
+    click.echo("Fixed: .pi/realmem is no longer ignored." if not after.ignored else "Still ignored!")
+    sys.exit(0 if not after.ignored else 1)
+
+
+@cli.command()
+@click.argument("query", nargs=-1)
+@click.option("--semantic", is_flag=True, help="hybrid search instead of a substring filter")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def manage(c: Ctx, query: tuple[str, ...], semantic: bool, as_json: bool) -> None:
+    """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path;
+    Δ changed in git since written; Q quarantined)."""
+    from realmem.interface import manage as mg
+    from realmem.read.render import table
+    items = mg.items(c.app(), query=" ".join(query) or None, semantic=semantic)
+    if as_json:
+        _out(items)
+        return
+    rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + (mg.STALE if r["stale"] else " ")
+             + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
+             ", ".join(r["paths"]), r["used_count"], r["caption"]] for r in items]
+    click.echo(table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories.")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def stale(c: Ctx, as_json: bool) -> None:
+    """Memories whose paths changed in git after their `updated` time, most commits first.
+
+    Example: realmem stale --json
+    """
+    from realmem.read import freshness
+    from realmem.read.render import memory_json, table
+    app = c.app()
+    rows = freshness.stale_memories(app)
+    if as_json:
+        _out([memory_json(m, *app.counters((m.store, m.id))) | {"stale": s.to_json()} for m, s in rows])
+        return
+    if not rows:
+        click.echo("No stale memories: no memory's paths changed in git after it was written.")
+        return
+    click.echo(table(["id", "scope", "changed", "commits", "since", "caption"],
+                     [[ids.short(m.id), m.store.split(":")[0], ", ".join(s.paths),
+                       f"{s.commits}{'+' if s.at_least else ''}", s.since, m.caption] for m, s in rows]))
+    click.echo(f"{count(len(rows), 'stale memory', 'stale memories')}: check each against the code, "
+               "an edit in Pi (/realmem manage, e) clears the flag.")
+
+
+@cli.command()
+@click.argument("id_value")
+@pass_ctx
+def approve(c: Ctx, id_value: str) -> None:
+    """Release a quarantined memory (it failed the safety scan when it arrived from outside)."""
+    from realmem.interface import commands
+    click.echo(commands.approve(c.app(), id_value)["text"])
+
+
+@cli.command()
+@click.option("--idle", type=float, default=None, help="exit after this many idle seconds")
+@_max_questions
+@pass_ctx
+def worker(c: Ctx, idle: float | None) -> None:
+    """The background worker (embed, judge urgency, retry queued candidates)."""
+    from realmem.jobs.worker import run
+    if not c.verbose:
+        logs.configure("info", file=home_dir(c.home) / "worker.log")
+    sys.exit(run(home_dir(c.home), idle_seconds=idle))
+
+
+@cli.command()
+@pass_ctx
+def rpc(c: Ctx) -> None:
+    """The Pi adapter's child: JSON-RPC 2.0 over stdio."""
+    from realmem.interface.rpc import serve
+    sys.exit(serve(c.home))
+
+
+@cli.command()
+@pass_ctx
+def mcp(c: Ctx) -> None:
+    """Serve the realmem tools, prompt and resource to any MCP client over stdio."""
+    from realmem.agents.mcp_server import serve
+    sys.exit(serve(c.home, c.cwd))
+
+
+@cli.command("hook-server")
+@click.option("--idle", type=float, default=None, help="exit after this many idle seconds")
+@pass_ctx
+def hook_server(c: Ctx, idle: float | None) -> None:
+    """The per-home server the agent hooks reach over a Unix socket (started on demand)."""
+    from realmem.agents.hookserver import run
+    sys.exit(run(home_dir(c.home), idle_seconds=idle))
+
+
+@cli.command()
+@click.option("--sizes", default="10000", help="comma-separated store sizes, e.g. 10000,100000")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--quick", is_flag=True, help="fewer iterations (for a smoke run)")
+def bench(sizes: str, as_json: bool, quick: bool) -> None:
+    """Benchmark suite: every performance target, each with its floor from the same run and the ratio."""
+    from realmem.interface.bench import run_bench
+    results = run_bench([int(s) for s in sizes.split(",") if s.strip()], quick=quick,
+                        progress=lambda m: click.echo(m, err=True))
+    if as_json:
+        from realmem.interface.bench import rows
+        _out({"rows": rows(results), "results": results})
+    else:
+        from realmem.interface.bench import render
+        click.echo(render(results))
+
+
+cli.add_command(install)
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Shipped evaluations."""
+
+
+@eval_group.command(name="recall")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["bm25", "embedder"]),
+              help="one mode only (default: both)")
+@click.option("--set", "set_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="another evaluation set in the same YAML form")
+@click.option("--json", "as_json", is_flag=True)
+def eval_recall(modes: tuple[str, ...], set_path: Path | None, as_json: bool) -> None:
+    """Replay the recall development set in sequence, hits counted, BM25-only and with the
+    fake embedder; print recall@1, recall@3, MRR and off-topic precision.
+
+    Example: realmem eval recall --mode bm25
+    """
+    from realmem.interface import evaluation
+    reports = evaluation.run(modes or evaluation.MODES, path=set_path, progress=lambda m: click.echo(m, err=True))
+    if as_json:
+        _out([r.summary() for r in reports])
+    else:
+        click.echo(evaluation.render(reports))
+
+
+def main() -> None:
+    if (bad := _bad_argument()) is not None:
+        _fail(bad, 2)
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.UsageError as exc:
+        exc.show()
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""`realmem eval recall`: the shipped recall evaluation (realmem/interface/evalsets/recall.yaml).
+
+Each mode builds a fresh store in a temporary REALMEM_HOME and git project, adds every fact
+the way `realmem add` stores it, then replays the queries one after another through
+`recall()` exactly as the agent calls it, hits counted, so use accumulates as it does in a
+real session.  Modes: BM25 only, and with the deterministic fake embedder served over HTTP
+(realmem/fakes/embeddings.py), so the query path includes the real embeddings client.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ruamel.yaml import YAML
+
+from realmem.read import embedder, recall
+from realmem.write import memories
+from realmem.app import Realmem
+from realmem.fakes.embeddings import FakeEmbeddings
+from realmem.words import count
+
+MODES = ("bm25", "embedder")
+DIMS = 256  # the fake embedder's space in the evaluation
+
+
+@attrs.define
+class Query:
+    text: str
+    expect: list[str]
+
+
+@attrs.define
+class EvalSet:
+    facts: list[dict[str, Any]]
+    queries: list[Query]
+
+
+@attrs.define
+class Outcome:
+    query: Query
+    returned: list[str]  # fact ids of the first page, in order
+
+    @property
+    def rank(self) -> int | None:
+        """1-based rank of the first expected fact on the page, None when absent."""
+        return next((i for i, f in enumerate(self.returned, 1) if f in self.query.expect), None)
+
+
+@attrs.define
+class Report:
+    mode: str
+    outcomes: list[Outcome]
+
+    @property
+    def on_topic(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.query.expect]
+
+    @property
+    def off_topic(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.query.expect]
+
+    def recall_at(self, k: int) -> float:
+        on = self.on_topic
+        return sum(1 for o in on if o.rank is not None and o.rank <= k) / max(1, len(on))
+
+    @property
+    def mrr(self) -> float:
+        on = self.on_topic
+        return sum(1.0 / o.rank for o in on if o.rank) / max(1, len(on))
+
+    @property
+    def off_topic_precision(self) -> float:
+        """Share of off-topic queries answered with nothing."""
+        off = self.off_topic
+        return sum(1 for o in off if not o.returned) / max(1, len(off))
+
+    def summary(self) -> dict[str, Any]:
+        return {"mode": self.mode, "queries": len(self.on_topic), "off_topic_queries": len(self.off_topic),
+                "recall_at_1": round(self.recall_at(1), 4), "recall_at_3": round(self.recall_at(3), 4),
+                "mrr": round(self.mrr, 4), "off_topic_precision": round(self.off_topic_precision, 4),
+                "misses": [{"query": o.query.text, "expect": o.query.expect, "returned": o.returned[:3]}
+                           for o in self.outcomes if (o.rank is None or o.rank > 3) if o.query.expect
+                           or o.returned]}
+
+
+def load_set(path: Path | None = None) -> EvalSet:
+    text = path.read_text("utf-8") if path else \
+        resources.files("realmem.interface").joinpath("evalsets/recall.yaml").read_text("utf-8")
+    data = YAML(typ="safe").load(text)
+    facts = list(data["facts"])
+    known = {f["id"] for f in facts}
+    queries = [Query(str(q["q"]), list(q.get("expect") or [])) for q in data["queries"]]
+    for q in queries:
+        unknown = set(q.expect) - known
+        if unknown:
+            raise ValueError(f"query {q.text!r} expects unknown facts {sorted(unknown)}")
+    return EvalSet(facts, queries)
+
+
+def _touch(root: Path, rel: str) -> None:
+    """Create a fact's path in the project so it names something real."""
+    target = root / rel
+    if "." in Path(rel).name.lstrip("."):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+    else:
+        target.mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def _project() -> Iterator[tuple[Path, Path]]:
+    with tempfile.TemporaryDirectory(prefix="realmem-eval-") as tmp:
+        home, root = Path(tmp) / "home", Path(tmp) / "proj"
+        root.mkdir()
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True, capture_output=True)
+        # Global paths resolve under the temp dir, never the real ~; the user's own embedding
+        # settings in the environment would override the mode's.
+        saved = {k: v for k, v in os.environ.items() if k == "HOME" or k.startswith("REALMEM_EMBEDDING_")}
+        for k in saved:
+            del os.environ[k]
+        os.environ["HOME"] = tmp
+        try:
+            yield home, root
+        finally:
+            os.environ.pop("HOME", None)
+            os.environ.update(saved)
+
+
+def _no_vector(_app: Realmem, _text: str) -> None:
+    return None
+
+
+def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = lambda m: None) -> Report:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+    with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake:
+        app = Realmem.open(home, root, scan=False)
+        try:
+            by_id: dict[str, str] = {}
+            for fact in evalset.facts:
+                for rel in fact.get("paths") or []:
+                    _touch(root, rel)
+                store, stored = memories.place(app, "shared", fact.get("paths"))
+                m = memories.add(app, fact["caption"], fact["content"], store=store, stored_paths=stored, source="add")
+                by_id[m.id] = fact["id"]
+            if mode == "embedder":
+                app.config.set("embedding.url", fake.url)
+                app.config.set("embedding.model", fake.models[0])
+                embedder.embed_missing(app)
+            progress(f"[{mode}] {count(len(evalset.facts), 'fact')} stored; replaying {count(len(evalset.queries), 'query')}…")
+            outcomes = []
+            for q in evalset.queries:
+                res = recall.recall(app, queries=[q.text], **({} if mode == "embedder" else {"embed": _no_vector}))
+                outcomes.append(Outcome(q, [by_id[i.memory.id] for i in res.items]))
+            return Report(mode, outcomes)
+        finally:
+            app.close()
+
+
+def run(modes: tuple[str, ...] = MODES, *, path: Path | None = None,
+        progress: Callable[[str], None] = lambda m: None) -> list[Report]:
+    evalset = load_set(path)
+    return [run_mode(m, evalset, progress=progress) for m in modes]
+
+
+def render(reports: list[Report]) -> str:
+    from realmem.read.render import table
+    rows = [[r.mode, len(r.on_topic), f"{r.recall_at(1):.3f}", f"{r.recall_at(3):.3f}", f"{r.mrr:.3f}",
+             f"{r.off_topic_precision:.3f} ({sum(1 for o in r.off_topic if not o.returned)}/{len(r.off_topic)})"]
+            for r in reports]
+    out = [table(["mode", "queries", "recall@1", "recall@3", "MRR", "off-topic answered with nothing"], rows)]
+    for r in reports:
+        misses = [o for o in r.outcomes if (o.query.expect and (o.rank is None or o.rank > 3))
+                  or (not o.query.expect and o.returned)]
+        if misses:
+            out += ["", f"{r.mode}: {len(misses)} miss{'es' if len(misses) != 1 else ''}"]
+            out += [f"  {o.query.text!r}: expected {', '.join(o.query.expect) or 'nothing'}; "
+                    f"got {', '.join(o.returned[:3]) or 'nothing'}" for o in misses]
+    return "\n".join(out)

@@ -1,0 +1,543 @@
+"""`realmem rpc`: JSON-RPC 2.0 over stdio for the Pi adapter (contract: docs/rpc.md).
+
+One JSON object per line.  A reader thread handles ``cancel`` notifications at once while
+the main thread serves requests in order; the store connection and the path-note index stay
+warm between calls, which is what keeps the after-every-tool-call hook fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+from realmem import __version__, errors, frontend, logs
+from realmem.app import Realmem, RealmemError
+from realmem.config import Config, home_dir
+
+logger = structlog.get_logger("realmem.interface.rpc")
+
+
+class Cancelled(RealmemError):
+    pass
+
+
+# Methods that may wait on the network (judge, embedder, chat) or run long.  They run on a
+# second thread with their own store connections, so the path-note hook after every tool call
+# never waits behind a remember that is waiting for the judge.
+SLOW = {"remember", "debug", "retry", "embed", "reindex", "consolidate", "import_begin", "import_finish",
+        "settings_models", "settings_test", "prune_paths", "recall", "manage_list"}
+
+
+# Param types from docs/rpc.md.  A wrong type answers code 2 before the method runs, so no
+# method ever sees a list where it expects a string.  null means "not given" everywhere.
+# "strs" also takes one string (the tool layer may pass a single path).
+COMMON = {"cwd": "str", "session": "str", "progress_token": "str"}
+PARAMS: dict[str, dict[str, str]] = {
+    "strip_context_files": {"system_prompt": "str", "context_files": "files"},
+    "path_notes": {"tool_name": "str", "input": "any", "shown": "strs", "is_error": "bool"},
+    "recall": {"queries": "strs", "paths": "strs", "ids": "strs", "page": "int", "scope": "str",
+               "recent_paths": "strs"},
+    "remember": {"caption": "text", "content": "text", "scope": "str", "paths": "strs", "user_requested": "bool",
+                 "source": "str"},
+    "debug": {"caption": "text", "content": "text", "scope": "str", "paths": "strs", "user_requested": "bool",
+              "write": "bool"},
+    "list": {"page": "int", "scope": "str"},
+    "forget": {"ids": "strs"},
+    "show": {"id": "str"},
+    "manage_list": {"query": "str", "semantic": "bool"},
+    "edit": {"id": "str", "caption": "text", "content": "text", "paths": "strs"},
+    "move": {"id": "str", "scope": "str"},
+    "approve": {"id": "str"},
+    "apply_suggested_path": {"id": "str", "path": "str"},
+    "settings_set": {"key": "str", "value": "any"},
+    "settings_models": {"endpoint": "str"},
+    "import_begin": {"files": "strs"},
+    "prune_paths": {"apply": "bool"},
+    "consolidate": {"stores": "strs", "paths": "bool"},
+}
+MAX_LINE = 16 * 1024 * 1024  # one request line; anything longer is answered, not parsed
+
+
+def _type_error(kind: str, value: Any) -> str | None:
+    """Why ``value`` is not of param type ``kind``, or None."""
+    if kind == "any":
+        return None
+    if kind in ("str", "text"):
+        if not isinstance(value, str):
+            return "must be a string"
+        if kind == "text" and "\x00" in value:
+            return "must not contain a NUL character"
+        return None
+    if kind == "bool":
+        return None if isinstance(value, bool) else "must be true or false"
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
+        return None if ok else "must be a whole number from 1"
+    if kind == "strs":
+        ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(x, str) for x in value))
+        return None if ok else "must be a list of strings"
+    if kind == "files":
+        ok = isinstance(value, list) and all(
+            isinstance(x, dict) and isinstance(x.get("path"), str) and isinstance(x.get("content", ""), str)
+            for x in value)
+        return None if ok else "must be a list of {path, content} objects"
+    raise AssertionError(kind)
+
+
+def _has_surrogate(value: Any) -> bool:
+    """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back.
+    Walked with a stack, not recursion: params may nest as deep as the parser allowed."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def validate(method: str, params: dict[str, Any]) -> None:
+    """Raise ParamError (code 2) when ``params`` do not match docs/rpc.md for ``method``."""
+    for name, kind in {**COMMON, **PARAMS.get(method, {})}.items():
+        value = params.get(name)
+        if value is not None and (why := _type_error(kind, value)) is not None:
+            raise errors.ParamError(f"{method}: {name} {why}")
+    if _has_surrogate(params):
+        raise errors.ParamError(f"{method}: params hold a lone surrogate, which is not valid Unicode")
+
+
+class Server:
+    def __init__(self, home: str | None, out: TextIO) -> None:
+        self.home = home_dir(home)
+        self.out = out
+        self.write_lock = threading.Lock()
+        self.local = threading.local()  # per-thread apps: an apsw connection per thread
+        self.note_indexes: dict[str, Any] = {}
+        self.all_apps: list[dict[str, Realmem]] = []
+        self.active: set[str] = set()
+        self.cancelled: set[str] = set()
+        self.scanner: subprocess.Popen[bytes] | None = None  # `realmem scan` reading a large backlog
+        self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
+            name[3:]: getattr(self, name) for name in dir(self) if name.startswith("on_")
+        }
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def send(self, msg: dict[str, Any]) -> None:
+        try:
+            line = json.dumps(msg, ensure_ascii=False, default=str)
+            line.encode("utf-8")
+        except (ValueError, RecursionError):  # a lone surrogate or a pathological id: escape it
+            line = json.dumps(msg, ensure_ascii=True, default=str)
+        with self.write_lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def progress(self, token: str | None) -> Callable[[int, int, str], None]:
+        def report(done: int, total: int, message: str = "") -> None:
+            if token and token in self.cancelled:
+                raise Cancelled("cancelled")
+            if token:
+                self.send({"jsonrpc": "2.0", "method": "progress",
+                           "params": {"token": token, "message": message, "done": done, "total": total}})
+        return report
+
+    @property
+    def apps(self) -> dict[str, Realmem]:
+        if not hasattr(self.local, "apps"):
+            self.local.apps = {}
+            with self.write_lock:
+                self.all_apps.append(self.local.apps)
+        return self.local.apps
+
+    def app(self, params: dict[str, Any]) -> Realmem:
+        cwd = str(Path(params.get("cwd") or os.getcwd()).resolve())
+        app = self.apps.get(cwd)
+        if app is None:
+            if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
+                raise errors.ParamError(f"cwd {cwd} is not an existing directory")
+            app = Realmem.open(self.home, cwd, scan=False)
+            self.apps[cwd] = app
+        app.session = params.get("session") or app.session
+        self.local.used = app
+        return app
+
+    def follow(self) -> None:
+        """After the reply: queue the background work the request's events call for."""
+        app, self.local.used = getattr(self.local, "used", None), None
+        if app is not None:
+            from realmem.jobs import policy  # lazy: hello and path notes need none of the jobs' imports
+            policy.follow_app(app)
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        mid = msg.get("id")
+        method = msg.get("method")
+        params = msg.get("params") or {}
+        if not _valid_id(mid):
+            self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "invalid request: bad id"}})
+            return
+        if not isinstance(method, str):  # not a request at all: answered even without an id
+            self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32600, "message": "invalid request: no method"}})
+            return
+        if not isinstance(params, dict):
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid,
+                           "error": {"code": -32600, "message": "invalid request: params must be an object"}})
+            return
+        fn = self.methods.get(method)
+        if fn is None:
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"unknown method {method}"}})
+            return
+        try:
+            validate(method, params)
+            result = fn(params)
+        except Exception as exc:  # a bug must not kill the child either: Pi keeps working
+            code = errors.code_of(exc)
+            if code == errors.USAGE:
+                logger.warning("rpc usage error", method=method, error=str(exc))
+            elif code == errors.INTERNAL:
+                traceback.print_exc(file=sys.stderr)
+            err = {"code": code, "message": errors.message_of(exc, method)}
+        else:
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid, "result": result})
+            self.follow()
+            return
+        finally:
+            token = params.get("progress_token")
+            if isinstance(token, str) and token:
+                with self.write_lock:
+                    self.active.discard(token)
+                    self.cancelled.discard(token)
+        if mid is not None:
+            self.send({"jsonrpc": "2.0", "id": mid, "error": err})
+        self.follow()
+
+    # --- methods -------------------------------------------------------------------------
+
+    def on_hello(self, p: dict[str, Any]) -> dict[str, Any]:
+        cfg = Config(self.home)
+        return {"version": __version__, "home": str(self.home), "pid": os.getpid(),
+                "hidden_tools": list(cfg["hiddenTools"]),
+                "path_notes": {k: cfg[f"pathNotes.{k}"] for k in ("maxFull", "maxCaptions", "charBudget")}}
+
+    def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import session
+        from realmem.read import freshness
+        from realmem.write import observe
+        app = self.app(p)
+        pending = observe.backlog(app)
+        if pending > observe.SYNC_FILES:
+            self._observe_in_background(app)
+        elif pending:
+            observe.scan_stores(app)
+        freshness.warm(app, background=True)  # git is read off this thread; path notes never wait
+        res = session.start(app)
+        if pending > observe.SYNC_FILES:
+            note = f"realmem: reading {pending} new or changed fact files in the background."
+            res["notification"] = note if res["notification"] is None else f"{res['notification']} {note[9:]}"
+        res["observing"] = pending if pending > observe.SYNC_FILES else 0
+        return res
+
+    def _observe_in_background(self, app: Realmem) -> None:
+        """A large backlog of fact files, read by `realmem scan` in its own process: a thread
+        here would hold the GIL and slow every answer.  A crash mid-way rolls the scan's one
+        transaction back, and the next session start reads the files again."""
+        if self.scanner is not None and self.scanner.poll() is None:
+            return  # one is still reading
+        self.scanner = subprocess.Popen(
+            [sys.executable, "-m", "realmem.interface.cli", "--home", str(self.home), "--cwd", str(app.cwd), "scan"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.read import prompt
+        return {"text": prompt.section(self.app(p))}
+
+    def on_strip_context_files(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.read import prompt
+        only = _strs(p["only"]) if p.get("only") is not None else None
+        text, stripped = prompt.strip_context_files(self.app(p), str(p.get("system_prompt", "")),
+                                                    list(p.get("context_files") or []), only=only)
+        return {"system_prompt": text, "stripped": stripped}
+
+    def on_path_notes(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.read import pathnotes
+        if str(p.get("tool_name", "")).startswith("realmem_"):
+            return {"text": None, "shown": [], "touched": []}  # realmem's own tools: no notes about itself
+        app = self.app(p)
+        idx = self.note_indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
+        notes = pathnotes.path_notes(app, idx, tool_name=str(p.get("tool_name", "")), tool_input=p.get("input"),
+                                     shown=p.get("shown") or [])
+        return pathnotes.dumps(notes)
+
+    def on_recall(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import tools
+        return tools.recall(self.app(p), queries=_strs(p.get("queries")), paths=_strs(p.get("paths")),
+                            id_values=_strs(p.get("ids")), page=int(p.get("page") or 1), scope=p.get("scope"),
+                            recent_paths=_strs(p.get("recent_paths")))
+
+    def on_remember(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import tools
+        return tools.remember(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
+                              scope=p.get("scope"), paths=_strs(p.get("paths")),
+                              user_requested=bool(p.get("user_requested")), source=str(p.get("source") or "remember"))
+
+    def on_status(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import tools
+        return tools.status(self.app(p))
+
+    def on_list(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import tools
+        return tools.listing(self.app(p), page=int(p.get("page") or 1), scope=p.get("scope"))
+
+    def on_forget(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import tools
+        return tools.forget(self.app(p), _strs(p.get("ids")))
+
+    def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.show(self.app(p), str(p.get("id", "")))
+
+    def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.edit(self.app(p), str(p.get("id", "")), caption=p.get("caption"), content=p.get("content"),
+                             paths=_strs(p["paths"]) if p.get("paths") is not None else None)
+
+    def on_move(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.move(self.app(p), str(p.get("id", "")), str(p.get("scope", "")))
+
+    def on_approve(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.approve(self.app(p), str(p.get("id", "")))
+
+    def on_apply_suggested_path(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.apply_suggested_path(self.app(p), str(p.get("id", "")), str(p.get("path", "")))
+
+    def on_prune_paths(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.prune_paths(self.app(p), apply=bool(p.get("apply")))
+
+    def on_check_paths(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.stores import paths
+        from realmem.write import memories
+        app = self.app(p)
+        items = [paths.check_input(raw, cwd=app.cwd, home=memories.user_home()) for raw in _strs(p.get("paths"))]
+        return {"items": items, "invalid": [i["warning"] for i in items if i["kind"] == "invalid"],
+                "warnings": [i["warning"] for i in items if i["kind"] == "missing"]}
+
+    def on_gitignore_check(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.write import gitignore
+        app = self.app(p)
+        if app.project is None:
+            return {"ignored": False, "warning": None, "fix": None}
+        st = gitignore.check(app.project.root)
+        fix = {"file": st.fix.file, "lines": list(st.fix.lines), "description": st.fix.description} if st.fix else None
+        return {"ignored": st.ignored, "warning": st.warning(), "fix": fix}
+
+    def on_gitignore_fix(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.write import gitignore
+        app = self.app(p)
+        if app.project is None:
+            raise RealmemError("not in a project")
+        st = gitignore.check(app.project.root)
+        if not st.ignored:
+            return {"text": ".pi/realmem is not ignored by git; nothing to fix.", "ignored": False}
+        if st.fix is None:
+            raise RealmemError(st.warning() or "no automatic fix found")
+        after = gitignore.apply_fix(app.project.root, st.fix)
+        return {"text": f"Appended to {st.fix.file}: {', '.join(st.fix.lines)}", "ignored": after.ignored}
+
+    def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface.settings import GROUPS, describe
+        return {"items": describe(Config(self.home)), "groups": list(GROUPS)}
+
+    def on_settings_set(self, p: dict[str, Any]) -> dict[str, Any]:
+        cfg = Config(self.home)
+        key = str(p.get("key", ""))
+        if p.get("value") in (None, ""):
+            cfg.unset(key)
+        else:
+            cfg.set(key, p["value"])
+        for apps in self.all_apps:
+            for app in apps.values():
+                app.config.reload()
+        return {"text": f"{key} saved."}
+
+    def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface.settings import list_endpoint_models
+        return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
+
+    def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface.settings import test_endpoints
+        return {"results": test_endpoints(Config(self.home))}
+
+    def on_debug(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.debug(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
+                              scope=p.get("scope"), paths=_strs(p.get("paths")),
+                              user_requested=bool(p.get("user_requested")), write=bool(p.get("write")))
+
+    def on_retry(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.retry(self.app(p), progress=self.progress(p.get("progress_token")))
+
+    def on_embed(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.embed(self.app(p), progress=self.progress(p.get("progress_token")))
+
+    def on_reindex(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import commands
+        return commands.reindex(self.app(p))
+
+    def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.write import importer
+        return importer.begin(self.app(p), _strs(p.get("files")), force=bool(p.get("force")))
+
+    def on_import_finish(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.write import importer
+        return importer.finish(self.app(p))
+
+    def on_manage_list(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.interface import manage
+        return {"items": manage.items(self.app(p), query=p.get("query"), semantic=bool(p.get("semantic")))}
+
+    def on_consolidate(self, p: dict[str, Any]) -> dict[str, Any]:
+        from realmem.jobs.consolidate import consolidate, render_report
+        app = self.app(p)
+        report = consolidate(app, stores=_strs(p.get("stores")) or None, revise_paths=p.get("paths", True) is not False,
+                             progress=self.progress(p.get("progress_token")))
+        return {"text": render_report(report), "details": report.to_json()}
+
+
+def _valid_id(mid: Any) -> bool:
+    """JSON-RPC ids are strings, numbers or null."""
+    return mid is None or (isinstance(mid, (str, int, float)) and not isinstance(mid, bool))
+
+
+def _lines(stdin: TextIO) -> Iterator[str | None]:
+    """Request lines, each at most MAX_LINE characters read into memory; None stands for a
+    longer line, whose rest is skipped."""
+    while True:
+        line = stdin.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            while (rest := stdin.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+            yield None
+            continue
+        yield line
+
+
+def _strs(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    return [str(x) for x in v if x is not None and str(x) != ""]
+
+
+def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    logs.configure()
+    frontend.use(frontend.PI)  # this child serves Pi only: hints name its /realmem commands
+    if stdin is None:
+        # Undecodable bytes become U+FFFD: one bad byte must not end the reader thread.
+        sys.stdin.reconfigure(errors="replace")
+        stdin = sys.stdin
+    server = Server(home, stdout or sys.stdout)
+    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def parse_error(message: str) -> None:
+        server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}})
+
+    def read_one(line: str | None) -> None:
+        if line is None:
+            parse_error(f"request line longer than {MAX_LINE} characters")
+            return
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
+            parse_error("parse error")
+            return
+        if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
+            token = msg["params"].get("token")
+            if isinstance(token, str):
+                with server.write_lock:
+                    if token in server.active:  # a late cancel for a finished request is dropped
+                        server.cancelled.add(token)
+            return
+        inbox.put(msg if isinstance(msg, dict) else {})
+
+    def reader() -> None:
+        try:
+            for line in _lines(stdin):
+                try:
+                    read_one(line)
+                except Exception:  # the reader must outlive any line: it is the child's only ear
+                    logger.exception("rpc reader failed on a line")
+        except Exception:  # stdin itself broke (undecodable bytes are replaced, so this is rare)
+            logger.exception("rpc stdin failed")
+        inbox.put(None)
+
+    slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def slow_loop() -> None:
+        while (msg := slow.get()) is not None:
+            serve_one(msg)
+
+    def serve_one(msg: dict[str, Any]) -> None:
+        try:
+            server.handle(msg)
+        except Exception:  # never lose a serving thread: later requests must still be answered
+            logger.exception("rpc request failed", method=str(msg.get("method"))[:80])
+
+    threading.Thread(target=reader, daemon=True, name="rpc-reader").start()
+    slow_thread = threading.Thread(target=slow_loop, daemon=True, name="rpc-slow")
+    slow_thread.start()
+    while True:
+        msg = inbox.get()
+        if msg is None:
+            break
+        token = msg["params"].get("progress_token") if isinstance(msg.get("params"), dict) else None
+        if isinstance(token, str) and token:
+            with server.write_lock:
+                server.active.add(token)
+        method = msg.get("method")
+        if isinstance(method, str) and method in SLOW:
+            slow.put(msg)
+        else:
+            serve_one(msg)
+    slow.put(None)
+    slow_thread.join(timeout=60)
+    if server.scanner is not None:  # leave no process behind: a scan commits in one go, so waiting is short
+        try:
+            server.scanner.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    for apps in server.all_apps:
+        for app in apps.values():
+            app.close()
+    return 0

@@ -1,0 +1,66 @@
+"""Session start: one short notification with everything the user should know now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from realmem.read import missing, prompt
+from realmem.write import gitignore
+from realmem.app import Realmem
+from realmem.frontend import hint
+from realmem.words import count
+
+logger = structlog.get_logger("realmem.interface.session")
+
+
+def start(app: Realmem) -> dict[str, Any]:
+    notes: list[str] = []
+    level = "info"
+    warning = gitignore.store_warning(app.project.root) if app.project is not None else None
+    if warning:
+        notes.append(warning)
+        level = "warning"
+    flagged = missing.check(app)
+    if flagged:
+        notes.append(f"{count(flagged, 'memory points', 'memories point')} at paths that no longer exist "
+                     f"({hint('manage')} shows ✗ and suggested locations; {hint('prune-paths')} drops them).")
+    stripped = prompt.stripped_files(app)
+    if stripped:
+        # Pi's own startup list still shows them under [Context]; say they are not in the prompt.
+        notes.append(f"Imported, so not in the prompt: {', '.join(_display(app, p) for p in stripped)} "
+                     f"(realmem replaces {'it' if len(stripped) == 1 else 'them'}).")
+    key = app.project.key if app.project else None
+    queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
+    if queued:
+        notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
+                     f"(retried automatically; {hint('retry')}).")
+    refused = [m for (m,) in app.conn.execute(
+        "SELECT message FROM problems WHERE problem='store-escape' AND store IN "
+        f"({','.join('?' * len(app.visible_stores()))})", app.visible_stores())]
+    if refused:  # a planted symlink: say what and why, not just "could not be read"
+        notes.extend(m[0].upper() + m[1:] + "." for m in refused)
+        level = "warning"
+    problems = app.conn.execute("SELECT count(*) FROM problems WHERE problem!='store-escape'").fetchone()[0]
+    if problems:
+        notes.append(f"{count(problems, 'fact file')} could not be read ({hint('status')}).")
+        level = "warning"
+    try:
+        from realmem.jobs.queue import ensure_worker
+        ensure_worker(app)
+    except Exception as exc:  # a missing worker must never stop a session
+        logger.warning("could not start the worker", error=str(exc))
+    return {
+        "notification": ("realmem: " + " ".join(notes)) if notes else None,
+        "level": level,
+        "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
+        "queued": queued, "missing": flagged, "gitignore": warning, "stripped": stripped,
+    }
+
+
+def _display(app: Realmem, path: str) -> str:
+    """A context file as the user knows it: relative to the cwd when under it."""
+    p = Path(path)
+    return str(p.relative_to(app.cwd)) if p.is_relative_to(app.cwd) else str(p)

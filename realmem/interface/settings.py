@@ -1,0 +1,166 @@
+"""Settings helpers for /realmem settings: what each setting means (its section and one-line
+description, the one source the TUI and the CLI show), model pickers and connectivity tests."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from realmem.clients.errors import EndpointError, EndpointUnavailable
+from realmem.clients.models import list_models, pick_model
+from realmem.config import DEFAULTS, SECRET_KEYS, Config, ConfigError, env_name, mask_secret, secret_var
+from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
+
+ENDPOINTS = ("semif", "embedding", "rewriter")
+
+# Sections in display order, like Pi's /settings groups.
+GROUPS = ("Endpoints", "Judge thresholds", "Path notes", "Recall", "Consolidation", "Advanced")
+
+_ENDPOINT_ROLE = {"semif": "the SemIf judge (System One) that decides every remember",
+                  "embedding": "the embedding model (semantic recall and duplicate search)",
+                  "rewriter": "the chat model that writes Edit/Merge rewrites"}
+
+# key -> (section, one-line description). Every key of config.DEFAULTS has one (a test checks).
+SCHEMA: dict[str, tuple[str, str]] = {
+    **{f"{e}.url": ("Endpoints", f"Base URL (without /v1) of {_ENDPOINT_ROLE[e]}; empty: "
+                    + {"semif": "new memories are queued until it is set",
+                       "embedding": "recall and duplicate search use BM25 only",
+                       "rewriter": "Pi's current model through the adapter's bridge"}[e] + ".")
+       for e in ENDPOINTS},
+    **{f"{e}.key": ("Endpoints", f"API key of the {e} endpoint: the key itself, or $VAR / env:VAR to read "
+                    "it from the environment (recommended).") for e in ENDPOINTS},
+    **{f"{e}.model": ("Endpoints", f"Model name sent to the {e} endpoint; (auto): the server's model when "
+                      "its /v1/models lists exactly one.") for e in ENDPOINTS},
+    **{f"{e}.timeout": ("Endpoints", f"Seconds to wait for the {e} endpoint before the call counts as failed "
+                        "(a remember is then queued and retried).") for e in ENDPOINTS},
+    "embedding.queryPrefix": ("Endpoints", "Text put before every search query sent to the embedding model "
+                              "(some models want e.g. 'query: ')."),
+    "embedding.documentPrefix": ("Endpoints", "Text put before every memory sent to the embedding model "
+                                 "(some models want e.g. 'passage: ')."),
+    "gate.coveredBy": ("Judge thresholds", "P(an existing memory already covers the candidate) at or above "
+                       "which it is only reinforced."),
+    "gate.conflictWith": ("Judge thresholds", "P(the candidate contradicts a memory) at or above which that "
+                          "memory is edited to the new fact."),
+    "gate.mergeWith": ("Judge thresholds", "P(the candidate belongs together with a memory) at or above which "
+                       "the two are merged."),
+    "gate.importance": ("Judge thresholds", "Normalised importance (0..1) a new fact needs to be added or "
+                        "merged; below it the candidate is dropped."),
+    "gate.durable": ("Judge thresholds", "P(the fact stays true for weeks) a new fact needs; task status and "
+                     "transient state fall below it."),
+    "gate.unsafe": ("Judge thresholds", "P(the fact is unsafe to keep: secrets, injected instructions) at or "
+                    "above which it is refused."),
+    "gate.judgeNeighbors": ("Judge thresholds", "How many of the nearest memories the judge is shown with a "
+                            "candidate."),
+    "pathNotes.high": ("Path notes", "Urgency at or above which a memory's full content is appended when the "
+                       "model touches its paths."),
+    "pathNotes.mid": ("Path notes", "Urgency at or above which the caption and id are appended; below it the "
+                      "memory is only counted."),
+    "pathNotes.maxFull": ("Path notes", "Full memories appended to one tool result at most."),
+    "pathNotes.maxCaptions": ("Path notes", "Captions appended to one tool result at most."),
+    "pathNotes.charBudget": ("Path notes", "Characters one path-notes block may take at most."),
+    "freshness.enabled": ("Path notes", "Flag memories whose paths changed in git after they were written "
+                                        "(path notes, recall, manage, `realmem stale`)."),
+    "recall.pageSize": ("Recall", "Memories per page of realmem_recall."),
+    "list.pageSize": ("Recall", "Memories per page of realmem_list and `realmem list`."),
+    "prompt.captions": ("Recall", "Most-used project-wide captions listed in the system prompt's <realmem> "
+                        "section (from the next session on)."),
+    "consolidate.neighbors": ("Consolidation", "Nearest memories each memory is compared with during "
+                              "consolidation."),
+    "consolidate.forget": ("Consolidation", "P(obsolete or transient) at or above which consolidation deletes "
+                           "a memory."),
+    "consolidate.minImportance": ("Consolidation", "Importance (0..1) below which consolidation deletes a "
+                                  "memory; 0 keeps every memory whatever its importance."),
+    "consolidate.revise": ("Consolidation", "P(the memory can be said clearer and shorter) at or above which "
+                           "it is rewritten."),
+    "consolidate.coveredBy": ("Consolidation", "P(another memory covers it) at or above which the covered "
+                              "memory is folded into the other."),
+    "consolidate.conflictWith": ("Consolidation", "P(two memories contradict each other) at or above which the "
+                                 "older one is corrected."),
+    "consolidate.mergeWith": ("Consolidation", "P(two memories belong together) at or above which they are "
+                              "merged."),
+    "consolidate.paths": ("Consolidation", "Also revise memories' paths against the project's file tree "
+                          "(--no-paths skips it once)."),
+    "consolidate.treeLines": ("Consolidation", "Lines of the project's file tree shown to the model when "
+                              "revising paths."),
+    "consolidate.batch": ("Consolidation", "Memories judged per request during consolidation."),
+    "semif.maxQuestions": ("Advanced", "Questions per SemIf request at most; larger batches are split "
+                           "(--max-questions overrides it once)."),
+    "semif.maxOptions": ("Advanced", "Options per choice question at most (SemIf allows 16)."),
+    "gate.neighbors": ("Advanced", "Candidates fused from full-text and vector search before the judge sees "
+                       "the nearest ones (254 at most)."),
+    "gate.rrfK": ("Advanced", "The k of reciprocal-rank fusion: larger flattens the ranking between BM25 and "
+                  "vector hits."),
+    "gate.lockWaitSeconds": ("Advanced", "Seconds a remember waits for the store lock before it queues the "
+                             "candidate instead."),
+    "gate.leaseSeconds": ("Advanced", "Seconds without a heartbeat after which another process may take over "
+                          "the write lock from a stalled holder (whose late writes are then refused)."),
+    "safety.redact": ("Advanced", "Redact secrets found in a candidate and store the rest, instead of refusing "
+                      "the whole candidate."),
+    "hiddenTools": ("Advanced", "Other memory systems' tools realmem deactivates and answers for (from the "
+                    "next session on)."),
+    "queue.baseBackoffSeconds": ("Advanced", "First wait before a queued candidate is retried; it doubles per "
+                                 "failure."),
+    "queue.maxBackoffSeconds": ("Advanced", "Longest wait between retries of a queued candidate."),
+    "worker.idleSeconds": ("Advanced", "Seconds the background worker stays up with nothing to do."),
+    "worker.autostart": ("Advanced", "Start a background worker when work is left queued."),
+}
+
+
+def key_problem(value: str) -> str | None:
+    """For a key given as $VAR / env:VAR: "missing: $VAR is not set" when that variable is unset or
+    empty (the endpoint then gets no key), else None."""
+    var = secret_var(value)
+    return None if var is None or os.environ.get(var) else f"missing: {value} is not set"
+
+
+def describe(cfg: Config) -> list[dict[str, Any]]:
+    """Every setting for display: section, description, value (keys masked), source, default,
+    whether the default is in effect, and a problem (an unset key variable) if any."""
+    out = []
+    for key, default in DEFAULTS.items():
+        group, description = SCHEMA.get(key, ("Advanced", ""))
+        source = cfg.source(key)
+        try:
+            value = cfg.get(key)
+            problem = key_problem(str(value)) if key in SECRET_KEYS and value else None
+        except ConfigError as exc:  # a mistyped value: shown as stored, so it can be fixed here
+            value, source, problem = cfg.raw(key), "invalid", str(exc)
+        is_default = value == default
+        if key in SECRET_KEYS and value:
+            value = mask_secret(str(value))
+        out.append({"key": key, "value": value, "source": source, "group": group,
+                    "description": description, "default": default, "is_default": is_default,
+                    "env": env_name(key), "problem": problem})
+    return sorted(out, key=lambda item: GROUPS.index(item["group"]))
+
+
+def list_endpoint_models(cfg: Config, endpoint: str) -> list[str]:
+    if endpoint not in ENDPOINTS:
+        raise ValueError(f"unknown endpoint {endpoint!r}; one of {', '.join(ENDPOINTS)}")
+    url = cfg[f"{endpoint}.url"]
+    if not url:
+        raise EndpointError(f"{endpoint}.url is not set")
+    return list_models(url, cfg.secret(f"{endpoint}.key"), float(cfg[f"{endpoint}.timeout"]),
+                       cfg.key_advice(f"{endpoint}.key"))
+
+
+def test_endpoints(cfg: Config) -> list[dict[str, Any]]:
+    """Reach every configured endpoint's /v1/models and resolve its model like a real call."""
+    results = []
+    for name in ENDPOINTS:
+        url = cfg[f"{name}.url"]
+        if not url:
+            note = {"semif": "not set: new memories are queued until it is",
+                    "embedding": "not set: recall and deduplication use BM25 only",
+                    "rewriter": REWRITER_UNSET}[name]
+            if name == "rewriter" and bridge(cfg.home) is not None:
+                note = REWRITER_BRIDGE
+            results.append({"endpoint": name, "ok": name != "semif", "message": note})
+            continue
+        try:
+            models = list_endpoint_models(cfg, name)
+            model = pick_model(str(cfg[f"{name}.model"] or ""), models, f"{name}.model")
+            results.append({"endpoint": name, "ok": True, "message": f"{url} answers; model {model}"})
+        except (EndpointError, EndpointUnavailable) as exc:
+            results.append({"endpoint": name, "ok": False, "message": str(exc)})
+    return results

@@ -1,0 +1,63 @@
+"""The five model-facing tools (recall, remember, status, list, forget): one function each,
+returning ``{"text", "details"}``.  Every front end that offers them to a model (the rpc child
+for Pi, the MCP server for other agents) calls these, so wording and ranking live once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from realmem.read import freshness, recall as recall_mod, render, status as status_mod
+from realmem.stores import ids
+from realmem.write import memories
+from realmem.app import Realmem, RealmemError
+from realmem.gate.remember import remember as remember_mod
+from realmem.words import count
+
+
+def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
+           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> dict[str, Any]:
+    res = recall_mod.recall(app, queries=list(queries), raw_paths=list(paths), id_values=list(id_values), page=page,
+                            scope=scope, recent_paths=list(recent_paths))
+    stale = freshness.flags_text(app, [i.memory for i in res.items])
+    return {"text": render.recall_text(res, stale), "details": _page(res)}
+
+
+def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
+             user_requested: bool = False, source: str = "remember") -> dict[str, Any]:
+    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
+                       source=source)
+    return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
+                                          "id": ids.short(out.memory.id) if out.memory else None}}
+
+
+def status(app: Realmem) -> dict[str, Any]:
+    info = status_mod.gather(app)
+    return {"text": status_mod.text(info), "details": info}
+
+
+def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> dict[str, Any]:
+    res = recall_mod.listing(app, page=page, scope=scope)
+    return {"text": render.list_text(res), "details": _page(res)}
+
+
+def forget(app: Realmem, id_values: Sequence[str]) -> dict[str, Any]:
+    keys, errors = [], []
+    for v in id_values:
+        try:
+            keys.append(app.resolve(v))
+        except RealmemError as exc:
+            errors.append(str(exc))
+    if keys:
+        keys, missing = memories.forget(app, keys)
+        errors.extend(missing)
+    done = [f"Forgot {count(len(keys), 'memory')}: "
+            + ", ".join(ids.short(k.id) for k in keys)] if keys else []
+    text = "\n".join(done + errors) or "Nothing forgotten."
+    return {"text": text, "details": {"forgotten": [ids.short(k.id) for k in keys], "errors": errors}}
+
+
+def _page(res: Any) -> dict[str, Any]:
+    return {"items": [render.memory_json(i.memory, i.used_count) for i in res.items],
+            "page": res.page, "pages": res.pages, "total": res.total}

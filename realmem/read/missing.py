@@ -1,0 +1,130 @@
+"""Missing paths: memory paths that no longer exist, with a suggested new location taken
+from git's rename history (spec: "Missing paths"), and prune-paths."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from realmem.stores import paths
+from realmem.write import memories
+from realmem.app import Realmem
+from realmem.events import types as ev
+from realmem.read.pathnotes import WHOLE
+from realmem.projections.state import Memory
+
+
+def renames(root: Path, limit: int = 2000) -> dict[str, str]:
+    """old path -> newest path, from `git log` rename records (newest first)."""
+    try:
+        out = subprocess.run(["git", "log", f"-n{limit}", "--format=", "--name-status", "-M", "--diff-filter=R"],
+                             cwd=root, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    mapping: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0].startswith("R"):
+            old, new = parts[1], parts[2]
+            mapping.setdefault(old, mapping.get(new, new))  # follow later renames of the new name
+    return mapping
+
+
+def suggest(stored: str, moved: dict[str, str]) -> str | None:
+    if stored in moved:
+        return moved[stored]
+    prefix = stored.rstrip("/") + "/"
+    for old, new in moved.items():  # a renamed directory: every file under it moved alike
+        if old.startswith(prefix):
+            suffix = old[len(prefix):]
+            if new.endswith("/" + suffix):
+                return new[: -len(suffix) - 1]
+    return None
+
+
+def _project_memories(app: Realmem) -> list[Memory]:
+    if app.project is None:
+        return []
+    return [m for m in app.memories([app.project.shared_store, app.project.personal_store], include_quarantined=True)
+            if any(p not in WHOLE for p in m.paths)]
+
+
+def find_missing(app: Realmem, m: Memory, known: dict[str, bool] | None = None) -> list[str]:
+    """``m``'s paths that no longer exist; ``known`` remembers answers across memories (many
+    share a glob such as ``**/migrations/*.sql``, and each answer can walk the whole tree)."""
+    known = {} if known is None else known
+    out = []
+    for p in m.paths:
+        if p in WHOLE:
+            continue
+        try:
+            absolute = paths.to_absolute(p, kind=memories.frame(m.store), root=memories.store_root(app, m.store),
+                                         home=memories.user_home())
+        except paths.PathError:
+            out.append(p)
+            continue
+        if absolute not in known:
+            known[absolute] = paths.exists(absolute)
+        if not known[absolute]:
+            out.append(p)
+    return out
+
+
+def check(app: Realmem) -> int:
+    """Flag missing paths (PathsChecked events where the flags changed); returns how many
+    memories have missing paths."""
+    if app.project is None:
+        return 0
+    moved: dict[str, str] | None = None
+    events: list[ev.Event] = []
+    flagged = 0
+    known: dict[str, bool] = {}
+    for m in _project_memories(app):
+        gone = find_missing(app, m, known)
+        if gone and moved is None:
+            moved = renames(app.project.root) if app.project.is_git else {}
+        flags = {p: suggest(p, moved or {}) for p in gone}
+        current = {p: s for p, s in app.conn.execute(
+            "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", (m.store, m.id))}
+        if flags != current:
+            events.append(ev.PathsChecked(m.store, m.id, flags))
+        flagged += bool(gone)
+    if events:
+        app.emit(events)
+    return flagged
+
+
+def prune_plan(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
+    """(memory, gone paths, kept paths) for every memory with paths that no longer exist."""
+    plan = []
+    known: dict[str, bool] = {}
+    for m in _project_memories(app):
+        gone = find_missing(app, m, known)
+        if gone:
+            plan.append((m, gone, [p for p in m.paths if p not in gone]))
+    return plan
+
+
+def prune(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
+    """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
+    plan = prune_plan(app)
+    for m, _, kept in plan:
+        if kept:
+            memories.edit(app, (m.store, m.id), stored_paths=kept, reason="prune-paths")
+        else:
+            memories.forget(app, [(m.store, m.id)], reason="prune-paths")
+    return plan
+
+
+def apply_suggestion(app: Realmem, key: tuple[str, str], path: str) -> Memory:
+    row = app.conn.execute("SELECT suggested FROM missing_paths WHERE store=? AND id=? AND path=?",
+                           (*key, path)).fetchone()
+    if row is None or not row[0]:
+        from realmem.app import RealmemError
+        raise RealmemError(f"no suggested location for {path}")
+    m = app.memory(key)
+    assert m is not None
+    new_paths = [row[0] if p == path else p for p in m.paths]
+    return memories.edit(app, key, stored_paths=new_paths, reason="missing-path")

@@ -1,0 +1,216 @@
+"""Path notes: memories shown automatically when a tool touches the paths they are about.
+
+Runs after every tool call, so the rpc child keeps a ``PathIndex`` of every path-scoped
+memory warm and rebuilds it only when the log has moved on.  Urgency decides how much is
+shown: High the full fact, Mid (or not judged yet) the caption with its id, Low only a count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from realmem.read import freshness
+from realmem.stores import ids, paths
+from realmem.write import memories
+from realmem.app import Realmem
+from realmem.gate.judge import tier, urgency_key, urgency_scores
+from realmem.events import types as ev
+from realmem.events.types import Key
+from realmem.words import count
+
+WHOLE = {".", "~"}
+PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filename", "dir", "directory", "cwd",
+             "target", "source", "destination", "dest", "src", "notebook_path"}
+
+
+def touched_paths(tool_name: str, tool_input: Any, *, cwd, home) -> list[str]:  # type: ignore[no-untyped-def]
+    """Absolute paths a tool call touched: path-like arguments of any tool, plus words of
+    bash commands that exist on disk."""
+    out: list[str] = []
+    if isinstance(tool_input, dict):
+        for k, v in tool_input.items():
+            if k.lower() in PATH_KEYS or k.lower().endswith("path"):
+                for raw in ([v] if isinstance(v, str) else v if isinstance(v, list) else []):
+                    if isinstance(raw, str) and raw.strip():
+                        try:
+                            out.append(paths.normalize_input(raw, cwd=cwd, home=home))
+                        except paths.PathError:
+                            pass
+        command = tool_input.get("command")
+        name = tool_name.lower()  # Pi says "bash", Claude Code "Bash"
+        if isinstance(command, str) and ("bash" in name or "shell" in name):
+            out.extend(paths.touched_paths_from_bash(command, cwd=cwd, home=home))
+    seen: set[str] = set()
+    return [p for p in out if not (p in seen or seen.add(p))]
+
+
+MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryMoved, ev.FileObserved,
+                 ev.MemoryApproved, ev.StoreRegistered)
+_VERSION_SQL = "SELECT max(s) FROM (" + " UNION ALL ".join(
+    f"SELECT max(seq) AS s FROM events WHERE type='{t.TYPE}'" for t in MEMORY_EVENTS) + ")"
+
+
+def memories_version(app: Realmem) -> int:
+    """The seq of the last event that changed a memory; counter events (which every shown
+    note appends) leave it alone, so the index is not rebuilt after each tool call."""
+    return app.conn.execute(_VERSION_SQL).fetchone()[0] or 0
+
+
+@attrs.define
+class Entry:
+    key: Key
+    caption: str
+    content: str
+    paths: list[str]
+    store_paths: list[str]
+    urgency_key: str  # what a current urgency judgement must be valid for
+    fresh: freshness.Subject
+
+
+class NoteIndex:
+    """Every path-scoped memory in the visible stores, indexed by absolute pattern."""
+
+    def __init__(self) -> None:
+        self.seq = -1
+        self.index = paths.PathIndex()
+        self.entries: dict[str, Entry] = {}
+        self.patterns: dict[str, list[str]] = {}
+
+    def refresh(self, app: Realmem) -> None:
+        seq = memories_version(app)
+        if seq == self.seq:
+            return
+        self.seq = seq
+        self.index = paths.PathIndex()
+        self.entries.clear()
+        self.patterns.clear()
+        home = memories.user_home()
+        for m in app.memories():
+            specific = [p for p in m.paths if p not in WHOLE]
+            if not specific:
+                continue
+            fresh = freshness.Subject.of(app, m, home)  # resolves the specific paths once, for both uses
+            absolute = [a for _, a in fresh.patterns]
+            k = f"{m.store}\0{m.id}"
+            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m), fresh)
+            self.patterns[k] = absolute
+            for i, a in enumerate(absolute):
+                self.index.add(f"{k}\0{i}", a)
+
+    def match(self, touched: Iterable[str]) -> dict[str, int]:
+        """entry key -> best specificity among its patterns that match a touched path."""
+        best: dict[str, int] = {}
+        for t in touched:
+            for hit in self.index.match(t):
+                k, i = hit.rsplit("\0", 1)
+                s = paths.specificity(self.patterns[k][int(i)])
+                if s > best.get(k, -1):
+                    best[k] = s
+        return best
+
+
+@attrs.define
+class Notes:
+    text: str | None
+    # Ids done with on this branch: seen in full or as a caption, or only counted for good
+    # (Low urgency, or too big for any limit).  A High or Mid note the limits pushed into the
+    # count is not among them, so the next touch of its paths shows it.
+    shown: list[str]
+    touched: list[str]
+
+
+def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_input: Any, shown: Iterable[str],
+               record: bool = True) -> Notes:
+    touched = touched_paths(tool_name, tool_input, cwd=app.cwd, home=memories.user_home())
+    if not touched:
+        return Notes(None, [], [])
+    note_index.refresh(app)
+    matched = note_index.match(touched)
+    if not matched:
+        return Notes(None, [], touched)
+    already = set(shown)
+    cand = [(k, s) for k, s in matched.items() if ids.short(note_index.entries[k].key[1]) not in already]
+    if not cand:
+        return Notes(None, [], touched)
+    used = {k: app.counters(note_index.entries[k].key)[0] for k, _ in cand}
+    store_rank = {s: i for i, s in enumerate(app.visible_stores())}
+    cand.sort(key=lambda ks: (-ks[1], -used[ks[0]], store_rank.get(note_index.entries[ks[0]].key[0], 9), ks[0]))
+    entries = [note_index.entries[k] for k, _ in cand]
+    scores = urgency_scores(app, [(e.key, e.urgency_key) for e in entries])
+    cfg = app.config
+    max_full, max_caps, budget = int(cfg["pathNotes.maxFull"]), int(cfg["pathNotes.maxCaptions"]), int(cfg["pathNotes.charBudget"])
+    high, mid = float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"])
+    tiers = {e.key: tier(scores[e.key], high, mid) for e in entries}
+    # Never waits for git: a history not read yet is read in the background (no flags meanwhile).
+    stale = freshness.flags_text(app, [e.fresh for e in entries if tiers[e.key] != "count"], wait=False)
+    full: list[tuple[Entry, str]] = []  # with the block shown
+    caps: list[tuple[Entry, str]] = []
+    counted: list[Entry] = []
+    settled: list[Entry] = []  # counted and done with: Low urgency, or too big for any limit
+    spent = 0
+    for e in entries:
+        t = tiers[e.key]
+        if t == "count":
+            counted.append(e)
+            settled.append(e)
+            continue
+        block_cap = _caption(e, stale.get(e.key))
+        block_full = _full(e, block_cap)
+        if t == "full" and len(full) < max_full and spent + len(block_full) <= budget:
+            full.append((e, block_full))
+            spent += len(block_full)
+            continue
+        if len(caps) < max_caps and spent + len(block_cap) <= budget:
+            caps.append((e, block_cap))
+            spent += len(block_cap)
+            continue
+        counted.append(e)
+        # A High or Mid note pushed out by the limits is not shown: it comes back at the next
+        # touch of its paths.  One that no limit would ever let through is done, like a Low one.
+        fits_full = t == "full" and max_full > 0 and len(block_full) <= budget
+        fits_caption = max_caps > 0 and len(block_cap) <= budget
+        if not (fits_full or fits_caption):
+            settled.append(e)
+    lines = ["<realmem-path-notes>"]
+    lines.extend(block for _, block in (*full, *caps))
+    if caps:
+        lines.append("(read a caption's fact with realmem_recall ids=[...])")
+    if counted:
+        n = len(counted)
+        where = sorted({p for e in counted for p in e.store_paths})[:5]
+        lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {', '.join(where)}: "
+                     f"realmem_recall paths=[...] lists them.")
+    lines.append("</realmem-path-notes>")
+    shown_now = [e for e, _ in (*full, *caps)]
+    if record and shown_now:
+        app.emit([ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)])
+    return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
+
+
+def _full(e: Entry, caption: str) -> str:
+    """The full note: its caption block (``_caption``), then the content."""
+    return f"{caption}\n{e.content}\n"
+
+
+def _caption(e: Entry, flag: str | None = None) -> str:
+    head = f"[{ids.short(e.key[1])}] {e.caption} ({', '.join(e.store_paths)})"
+    return f"{head}\n⚠ {flag}" if flag else head
+
+
+def attached_counts(app: Realmem, limit: int = 20) -> list[tuple[str, int]]:
+    """Paths that have path notes with how many memories each ("db (4)")."""
+    counts: dict[str, int] = {}
+    for m in app.memories():
+        for p in m.paths:
+            if p not in WHOLE:
+                counts[p] = counts.get(p, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+
+def dumps(notes: Notes) -> dict[str, Any]:
+    return {"text": notes.text, "shown": notes.shown, "touched": notes.touched}
+
+

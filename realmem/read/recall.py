@@ -1,0 +1,247 @@
+"""Recall: hybrid search that returns only matches, ranked by path, then use, then relevance
+(spec: realmem_recall; the rule and its reasons are in docs/recall.md).
+
+A memory matches a query when it covers enough of the query's words (BM25 side) or when its
+vector is close to the query's, both near the query's best and above what unrelated
+memories of this store look like (vector side).  Matches are then ordered by path class,
+coarse use and fused relevance.  Recall ranks, never filters, by path.  A returned memory
+counts as a recall hit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from realmem.read import embedder, search
+from realmem.stores import paths
+from realmem.write import memories
+from realmem.app import Realmem, RealmemError
+from realmem.events import types as ev
+from realmem.events.types import Key
+from realmem.projections.state import Memory
+from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.projections.tokenize import query_units
+from realmem.words import count
+
+CANDIDATES = 100  # BM25 candidates examined per query
+NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few are within COSINE_REL
+COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic weight...
+COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
+COSINE_REL = 0.95  # a vector match is within this share of the query's best cosine...
+# ...and above the store's calibrated floor (search.vector_floor)
+MAX_QUERY = 2000  # characters of one query searched; the rest is ignored (and said so)
+WHOLE = {".", "~"}
+
+
+@attrs.define
+class Match:
+    """Why a memory matched one query (for the rule's tests and traces)."""
+    key: Key
+    coverage: float | None = None
+    cosine: float | None = None
+    rrf: float = 0.0
+
+
+@attrs.define
+class Item:
+    memory: Memory
+    used_count: int
+    path_class: int  # 0 about the focus paths, 1 store-wide, 2 other areas
+    relevance: float
+
+
+@attrs.define
+class Result:
+    items: list[Item]
+    page: int
+    pages: int
+    total: int
+    focus: list[str]
+    errors: list[str] = attrs.Factory(list)
+    queries: list[str] = attrs.Factory(list)  # the searched queries, for "No memory matches …"
+    asked: bool = True  # False when the call gave no query, path or id at all
+    notes: list[str] = attrs.Factory(list)  # e.g. a query cut to MAX_QUERY characters
+
+    @property
+    def past_end(self) -> bool:
+        """A page after the last one (or before the first) was asked for."""
+        return not 1 <= self.page <= self.pages
+
+
+def stores_for(app: Realmem, scope: str | None) -> list[str]:
+    return [app.store_for_scope(scope)] if scope else app.visible_stores()
+
+
+def _abs_focus(app: Realmem, raw: Sequence[str]) -> list[str]:
+    out = []
+    for p in raw:
+        try:
+            out.append(paths.normalize_input(p, cwd=app.cwd, home=memories.user_home()))
+        except paths.PathError as exc:
+            raise RealmemError(f"bad path {p!r}: {exc}") from None
+    return out
+
+
+def _about(pattern: str, focus: str) -> bool:
+    """The focus lies at or under the pattern, or the pattern names something inside the focus
+    (a path below it, or a glob such as src/**/*.sql reaching into a focus directory)."""
+    if paths.matches(pattern, focus) or paths.matches(focus, pattern):
+        return True
+    return os.path.isdir(focus) and paths.overlap([pattern], [focus])
+
+
+def path_class(app: Realmem, m: Memory, focus: list[str]) -> int:
+    if any(p in WHOLE for p in m.paths):
+        return 1
+    if focus and any(_about(pat, f) for pat in memories.absolute_paths(app, m) for f in focus):
+        return 0
+    return 2
+
+
+def _with_use(app: Realmem, keys: Sequence[Key]) -> dict[Key, tuple[Memory, int]]:
+    """Memory rows and used counts of ``keys`` in one query (recall may match hundreds)."""
+    out: dict[Key, tuple[Memory, int]] = {}
+    wanted = set(keys)
+    ids_ = sorted({k[1] for k in wanted})
+    for start in range(0, len(ids_), 500):
+        chunk = ids_[start:start + 500]
+        for row in app.conn.execute(
+                f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLS.split(','))}, coalesce(c.used_count, 0) "
+                f"FROM memories m LEFT JOIN counters c ON c.store = m.store AND c.id = m.id "
+                f"WHERE m.id IN ({','.join('?' * len(chunk))})", chunk):
+            m = memory_from_row(row[:-1])
+            if (m.store, m.id) in wanted:
+                out[(m.store, m.id)] = (m, row[-1])
+    return out
+
+
+def use_bucket(used: int) -> int:
+    """Coarse use: 0, 1-2, 3-6, 7-14, ... so a few extra hits cannot lift a match over
+    another, while a fact the agent relies on again and again still rises."""
+    return int(math.log2(1 + max(0, used)))
+
+
+def matches(app: Realmem, query: str, stores: Sequence[str],
+            embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> list[Match]:
+    """The memories matching one query by the documented rule, best fused relevance first."""
+    if not any(topical for _, _, topical in query_units(query)):
+        return []  # nothing to search for: a vector of punctuation is close to nothing in particular
+    lex = search.lexical(app.conn, query, stores, CANDIDATES, COVERAGE_MIN)
+    best_cov = max((h.coverage for h in lex), default=0.0)
+    lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]
+    vec_ok: list[tuple[Key, float]] = []
+    vec = embed(app, query)
+    if search.usable(vec):
+        assert vec is not None
+        near = search.knn(app.conn, vec, stores, NEIGHBOURS)
+        floor = search.vector_floor(app.conn)
+        if near and floor is not None:
+            best = near[0][1]
+            vec_ok = [(k, c) for k, c in near if c >= floor and c >= COSINE_REL * best]
+    found: dict[Key, Match] = {}
+    for rank, h in enumerate(lex_ok, 1):
+        m = found.setdefault(h.key, Match(h.key))
+        m.coverage, m.rrf = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank)
+    for rank, (k, c) in enumerate(vec_ok, 1):
+        m = found.setdefault(k, Match(k))
+        m.cosine, m.rrf = c, m.rrf + 1.0 / (search.RRF_K + rank)
+    return sorted(found.values(), key=lambda m: (-m.rrf, m.key))
+
+
+def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str] = (), id_values: Sequence[str] = (),
+           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (), page_size: int | None = None,
+           count_hits: bool = True, embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> Result:
+    """``embed`` turns a query into a vector (the configured embeddings endpoint by default;
+    the benchmark and evaluation pass their own)."""
+    stores = stores_for(app, scope)
+    size = max(1, page_size or int(app.config["recall.pageSize"]))
+    given_focus = _abs_focus(app, raw_paths)
+    focus = given_focus or list(recent_paths)
+    errors: list[str] = []
+    notes: list[str] = []
+    relevance: dict[Key, float] = {}
+    chosen: list[Key] = []
+
+    for value in id_values:
+        try:
+            chosen.append(app.resolve(value, stores, include_quarantined=False))
+        except RealmemError as exc:
+            errors.append(str(exc))
+
+    asked = [" ".join(q.split()) for q in queries if q and q.strip()]
+    if any(len(q) > MAX_QUERY for q in asked):
+        notes.append(f"Searched the first {MAX_QUERY} characters of a longer query.")
+        asked = [q[:MAX_QUERY] for q in asked]
+    for q in asked:
+        if not any(topical for _, _, topical in query_units(q)):
+            notes.append(f"{_quote(q)} has no words to search for (only punctuation or common words).")
+    if asked:
+        for q in asked:
+            for m in matches(app, q, stores, embed):
+                relevance[m.key] = relevance.get(m.key, 0.0) + m.rrf
+    elif given_focus and not id_values:
+        # paths alone: the memories attached to (or below) those paths
+        for m in app.memories(stores):
+            if any(p not in WHOLE for p in m.paths) and path_class(app, m, given_focus) == 0:
+                relevance[(m.store, m.id)] = 0.0
+
+    items: list[Item] = []
+    seen: set[Key] = set()
+    for key in chosen:
+        m = app.memory(key)
+        if m is not None and key not in seen:
+            seen.add(key)
+            items.append(Item(m, app.counters(key)[0], -1, math.inf))
+    ranked: list[Item] = []
+    rows = _with_use(app, [k for k in relevance if k not in seen])
+    for key, (m, used) in rows.items():
+        ranked.append(Item(m, used, path_class(app, m, focus), relevance[key]))
+    ranked.sort(key=lambda i: (i.path_class, -use_bucket(i.used_count), -i.relevance, i.memory.id))
+    items.extend(ranked)
+
+    res = _page(items, page, size)
+    res.focus, res.errors, res.notes, res.queries = focus, errors, notes, asked
+    res.asked = bool(asked or raw_paths or id_values)
+    if count_hits and res.items:
+        app.emit([ev.RecallHit([(i.memory.store, i.memory.id) for i in res.items])])
+        for i in res.items:
+            i.used_count += 1
+    return res
+
+
+def _quote(q: str, width: int = 80) -> str:
+    return '"' + (q if len(q) <= width else q[: width - 1] + "…") + '"'
+
+
+def nothing_found(r: Result) -> str:
+    """What to say for an empty page of recall."""
+    if r.past_end and r.total:
+        return f"There is no page {r.page}: {count(r.total, 'memory fills', 'memories fill')} {count(r.pages, 'page')}."
+    if not r.asked:
+        return "Nothing to recall: give a query, paths or ids."
+    if r.queries:
+        return "No memory matches " + " or ".join(_quote(q) for q in r.queries) + "."
+    return "No memory matches those paths or ids."
+
+
+def _page(items: list[Item], page: int, size: int) -> Result:
+    """One page of ``items``; a page outside 1..pages holds nothing (never another page)."""
+    total = len(items)
+    pages = max(1, math.ceil(total / size))
+    shown = items[(page - 1) * size: page * size] if 1 <= page <= pages else []
+    return Result(shown, page, pages, total, [])
+
+
+def listing(app: Realmem, *, page: int = 1, scope: str | None = None, page_size: int | None = None) -> Result:
+    """Every memory, sorted by path then most used (realmem_list)."""
+    stores = stores_for(app, scope)
+    size = max(1, page_size or int(app.config["list.pageSize"]))
+    counts = dict(((s, i), u) for s, i, u in app.conn.execute("SELECT store, id, used_count FROM counters"))
+    items = [Item(m, counts.get((m.store, m.id), 0), 0 if m.paths and not set(m.paths) <= WHOLE else 1, 0.0)
+             for m in app.memories(stores)]
+    items.sort(key=lambda i: (i.path_class, i.memory.paths, -i.used_count, i.memory.caption))
+    return _page(items, page, size)

@@ -1,0 +1,245 @@
+"""Hybrid retrieval: BM25 over the FTS5 index, cosine KNN over vec0, fused with RRF.
+
+Shared by recall and by the remember gate's neighbour step.  Results are memory keys with
+per-modality ranks, so a trace can show cos / BM25 / RRF for each neighbour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+import apsw
+
+from realmem.events.types import Key
+from realmem.projections import index
+from realmem.projections.tokenize import fts_match, query_units
+
+RRF_K = 60
+
+
+@attrs.define
+class Hit:
+    key: Key
+    bm25: float | None = None       # FTS5 bm25 (lower is better)
+    bm25_rank: int | None = None    # 1-based
+    cosine: float | None = None     # similarity, 1 = identical
+    cos_rank: int | None = None
+    rrf: float = 0.0
+
+
+def _store_filter(stores: Sequence[str]) -> tuple[str, list[str]]:
+    return f"m.store IN ({','.join('?' * len(stores))}) AND m.quarantined IS NULL", list(stores)
+
+
+def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
+    match = fts_match(text)
+    if match is None:
+        return []
+    return [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
+
+
+def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -> list[tuple[str, str, int, float]]:
+    """(store, id, rowid, bm25 score) of the best ``limit`` FTS5 matches in ``stores``."""
+    where, args = _store_filter(stores)
+    # Rank inside FTS5 first, then join: joining every match before sorting costs more than
+    # the ranking itself on large stores.  Over-fetch so other projects' hits cannot crowd out
+    # the visible ones.
+    return conn.execute(
+        f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
+        f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+        f"JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
+        (match, limit * 4, *args, limit),
+    ).fetchall()
+
+
+@attrs.define
+class Lexical:
+    key: Key
+    bm25: float       # FTS5 bm25 (lower is better)
+    coverage: float   # share of the query's topic weight the memory contains, 0..1
+
+
+def _vocab(conn: apsw.Connection) -> str:
+    """A per-connection fts5vocab view of the index: document frequency of each token."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab USING fts5vocab(main, 'memories_fts', 'row')")
+    return "temp.memories_vocab"
+
+
+def _idf(n: int, df: int) -> float:
+    """BM25's inverse document frequency, smoothed so it stays positive in tiny stores."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+_df_cache: dict[str, tuple[bytes, int, dict[str, int]]] = {}
+
+
+def _frequencies(conn: apsw.Connection, covers: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(documents indexed, document frequency of each cover; a stem counts its most common
+    form).  Cached per database until the index changes: FTS5 rewrites its structure record
+    (row 10 of its data table) on every write, so that record is the cache's version."""
+    version = conn.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchone()
+    version = bytes(version[0]) if version else b""
+    cached = _df_cache.get(conn.filename)
+    if cached is None or cached[0] != version:
+        n = max(1, conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0])
+        cached = _df_cache[conn.filename] = (version, n, {})
+    _, n, known = cached
+    vocab = None
+    for c in covers:
+        if c in known:
+            continue
+        vocab = vocab or _vocab(conn)
+        if c.endswith("*"):
+            stem = c[:-1]
+            row = conn.execute(f"SELECT coalesce(max(doc), 0) FROM {vocab} WHERE term >= ? AND term < ?",
+                               (stem, stem + "\U0010ffff")).fetchone()
+        else:
+            row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (c,)).fetchone()
+        known[c] = row[0] if row else 0
+    return n, known
+
+
+def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
+            min_coverage: float = 0.0) -> list[Lexical]:
+    """BM25 candidates with their coverage of the query (see docs/recall.md).
+
+    Coverage weighs each query unit (word, or CJK character) by its idf in the index, gives
+    function words no weight, and counts a unit as present when the memory holds it, a word
+    with its English stem, or a CJK bigram around it.  Memories below ``min_coverage`` may
+    be left out: the search only asks FTS5 for the heaviest units, enough that a memory with
+    none of them cannot reach it, so common words add no postings to read."""
+    units = query_units(text)
+    covers = sorted({c for _, cs, topical in units if topical for c in cs})
+    if not covers:
+        return []
+    n, df = _frequencies(conn, covers)
+    # A unit weighs what its rarest known form weighs: a word the store never saw is as
+    # informative as the rarest one.
+    weighted = [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
+    total = sum(w for _, w in weighted)
+    if total <= 0:
+        return []
+    needed, rest = set(), total
+    for cs, w in sorted(weighted, key=lambda u: -u[1]):
+        if rest < min_coverage * total * (1 - 1e-9):
+            break
+        needed.update(cs)
+        rest -= w
+    # A stem's prefix query already finds the word itself: leaving the word out halves the
+    # postings FTS5 reads for it.
+    stems = [c[:-1] for c in needed if c.endswith("*")]
+    match = " OR ".join(('"' + c[:-1].replace('"', '""') + '"*') if c.endswith("*")
+                        else ('"' + c.replace('"', '""') + '"') for c in sorted(needed)
+                        if c.endswith("*") or not any(c.startswith(st) for st in stems))
+    rows = _top(conn, match, stores, limit)
+    if not rows:
+        return []
+    texts = dict(((r, f" {c} {b} ") for r, c, b in conn.execute(
+        f"SELECT rowid, caption, body FROM memories_fts WHERE rowid IN ({','.join('?' * len(rows))})",
+        [r[2] for r in rows])))
+    out = []
+    for s, i, rowid, score in rows:
+        body = texts.get(rowid, "")
+        got = sum(w for cs, w in weighted if any((" " + c[:-1]) in body if c.endswith("*") else (" " + c + " ") in body
+                                                   for c in cs))
+        out.append(Lexical((s, i), score, got / total))
+    return out
+
+
+def usable(vector: Sequence[float] | None) -> bool:
+    """A query vector KNN can rank by: finite, not all zero (cosine is undefined there)."""
+    return bool(vector) and all(math.isfinite(x) for x in vector) and any(x != 0.0 for x in vector)
+
+
+FLOOR_SAMPLE = 160  # vectors sampled for the calibration: about 12,700 pairs
+FLOOR_QUANTILE = 0.99  # a neighbour must be closer than 99% of pairs of stored memories are
+_floors: dict[tuple[str, str, int], tuple[int, float]] = {}
+
+
+def vector_floor(conn: apsw.Connection) -> float | None:
+    """The absolute cosine floor of the active embedding space, calibrated on the store.
+
+    Most pairs of stored memories are unrelated, so the similarity most pairs stay under is
+    what "unrelated" looks like in this space, whatever the model.  Cached per database and
+    space, recomputed once the index has grown by a tenth."""
+    dims, fp = index.vec_dims(conn), index.active_fingerprint(conn)
+    if not dims or not fp:
+        return None
+    size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
+    key = (conn.filename, fp, dims)
+    cached = _floors.get(key)
+    if cached is not None and size <= cached[0] * 1.1 + 8:
+        return cached[1]
+    step = max(1, size // FLOOR_SAMPLE)
+    sims = [r[0] for r in conn.execute(
+        "WITH s AS MATERIALIZED (SELECT e.rowid AS r, e.vector AS v FROM embeddings e "
+        "WHERE e.fingerprint = ? AND e.dims = ? AND e.rowid % ? = 0 AND "
+        "EXISTS (SELECT 1 FROM memories m WHERE m.hash = e.hash) LIMIT ?) "
+        "SELECT 1.0 - vec_distance_cosine(a.v, b.v) FROM s a JOIN s b ON a.r < b.r",
+        (fp, dims, step, FLOOR_SAMPLE)) if r[0] is not None]
+    if len(sims) < 10:  # too few memories to tell related from unrelated: no vector matches
+        floor = math.inf
+    else:
+        sims.sort()
+        floor = sims[min(len(sims) - 1, int(FLOOR_QUANTILE * len(sims)))]
+    _floors[key] = (size, floor)
+    return floor
+
+
+PREFILTER_MIN = 20_000  # vectors in the space before the binary prefilter pays off
+OVERSAMPLE = 4  # shortlist size per wanted result; vec0's cost grows with k, so keep it small
+
+
+def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
+    """Nearest memories by cosine similarity (empty when no vector index exists).
+
+    Small spaces scan the float index exactly.  Large ones scan the sign-quantized index by
+    hamming distance (several times faster at the same k), then re-rank that oversampled
+    shortlist exactly by cosine from the cached float vectors."""
+    dims = index.vec_dims(conn)
+    if not dims or len(vector) != dims or not usable(vector):
+        return []
+    where, args = _store_filter(stores)
+    blob = index.pack(vector)
+    # vec0 KNN cannot filter on columns of another table, so over-fetch then filter (cached
+    # vectors of edited or forgotten memories also take a slot until pruned).
+    k = min(4096, max(limit * 4, limit + 64))
+    size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
+    if size >= PREFILTER_MIN and index.has_binary(conn):
+        k = min(4096, max(64, limit * OVERSAMPLE))
+        rows = conn.execute(
+            f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM "
+            f"(SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?) b "
+            f"JOIN embeddings e ON e.rowid = b.rowid JOIN memories m ON m.hash = e.hash "
+            f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?",
+            (blob, blob, k, *args, limit),
+        )
+    else:
+        rows = conn.execute(
+            f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
+            f"WHERE embedding MATCH ? AND k = ?) v JOIN embeddings e ON e.rowid = v.rowid "
+            f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?",
+            (blob, k, *args, limit),
+        )
+    return [((s, i), 1.0 - dist) for s, i, dist in rows if dist is not None and math.isfinite(dist)]
+
+
+def fuse(bm25_lists: Sequence[list[tuple[Key, float]]], knn_lists: Sequence[list[tuple[Key, float]]],
+         *, k: int = RRF_K, limit: int = 254) -> list[Hit]:
+    """Reciprocal Rank Fusion of any number of ranked lists; best first."""
+    hits: dict[Key, Hit] = {}
+    for lst in bm25_lists:
+        for rank, (key, score) in enumerate(lst, 1):
+            h = hits.setdefault(key, Hit(key))
+            if h.bm25_rank is None or rank < h.bm25_rank:
+                h.bm25, h.bm25_rank = score, rank
+            h.rrf += 1.0 / (k + rank)
+    for lst in knn_lists:
+        for rank, (key, cos) in enumerate(lst, 1):
+            h = hits.setdefault(key, Hit(key))
+            if h.cos_rank is None or rank < h.cos_rank:
+                h.cosine, h.cos_rank = cos, rank
+            h.rrf += 1.0 / (k + rank)
+    return sorted(hits.values(), key=lambda h: (-h.rrf, h.key))[:limit]

@@ -1,0 +1,76 @@
+"""realmem_status / `realmem status`: what is stored, queued and configured, and what is wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from realmem.write import gitignore
+from realmem.app import Realmem
+from realmem.frontend import hint, settings_hint
+from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
+from realmem.stores.project import store_kind
+from realmem.words import count
+
+
+def gather(app: Realmem) -> dict[str, Any]:
+    stores = []
+    for store in app.visible_stores():
+        n = app.conn.execute("SELECT count(*), count(quarantined) FROM memories WHERE store=?", (store,)).fetchone()
+        stores.append({"store": store, "scope": store_kind(store), "dir": str(app.store_dir(store)),
+                       "memories": n[0], "quarantined": n[1]})
+    key = app.project.key if app.project else None
+    queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
+    problems = [{"store": s, "file": f, "problem": p, "message": m, "line": ln}
+                for s, f, p, m, ln in app.conn.execute(
+                    f"SELECT store, file, problem, message, line FROM problems WHERE store IN "
+                    f"({','.join('?' * len(app.visible_stores()))})", app.visible_stores())]
+    missing = app.conn.execute(
+        f"SELECT count(DISTINCT id) FROM missing_paths WHERE store IN ({','.join('?' * len(app.visible_stores()))})",
+        app.visible_stores()).fetchone()[0]
+    endpoints = {name: {"url": app.config[f"{name}.url"] or None, "model": app.config[f"{name}.model"] or "(auto)"}
+                 for name in ("semif", "embedding", "rewriter")}
+    # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
+    endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
+    warning = gitignore.store_warning(app.project.root) if app.project is not None else None
+    from realmem.jobs.queue import worker_status
+    return {
+        "home": str(app.home),
+        "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
+        "stores": stores, "queued": queued, "problems": problems, "missing_paths": missing,
+        "endpoints": endpoints, "gitignore": warning, "worker": worker_status(app),
+        "events": app.conn.execute("SELECT coalesce(max(seq),0) FROM events").fetchone()[0],
+    }
+
+
+def text(info: dict[str, Any]) -> str:
+    lines = []
+    if info["project"]:
+        lines.append(f"Project {info['project']['root']} ({info['project']['key']})")
+    for s in info["stores"]:
+        q = f", {s['quarantined']} quarantined" if s["quarantined"] else ""
+        n, noun = count(s["memories"], "memory").split(" ", 1)  # a table: counts, nouns, dirs each one column
+        lines.append(f"  {s['scope']:<8} {n:>5} {noun:<8}{q}  {s['dir']}")
+    if info["queued"]:
+        lines.append(f"Queued candidates: {info['queued']} (retried automatically; {hint('retry')})")
+    for name, e in info["endpoints"].items():
+        if e["url"]:
+            shown = f"{e['url']} · {e['model']}"
+        elif e.get("bridge"):
+            shown = REWRITER_BRIDGE
+        elif name == "rewriter":
+            shown = REWRITER_UNSET
+        else:
+            shown = "not set"
+        lines.append(f"  {name:<9} {shown}")
+    if not info["endpoints"]["semif"]["url"]:
+        lines.append(f"SemIf endpoint not set: new memories are queued until it is ({settings_hint('semif.url')}).")
+    w = info["worker"]
+    lines.append(f"Worker: {'running (pid ' + str(w['pid']) + ')' if w.get('alive') else 'not running'}")
+    if info["missing_paths"]:
+        lines.append(f"{count(info['missing_paths'], 'memory points', 'memories point')} at paths that no longer exist "
+                     f"({hint('manage, prune-paths', 'manage, realmem prune-paths')}).")
+    for p in info["problems"]:
+        lines.append(f"Problem: {p['message']}")
+    if info["gitignore"]:
+        lines.append("Warning: " + info["gitignore"])
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""The one SQLite layer: open a connection (WAL, busy_timeout, sqlite-vec) and migrate.
+
+The stdlib ``sqlite3`` on our machines cannot load extensions, so we use apsw, which can
+(DESIGN.md section 3).  Every other module receives an ``apsw.Connection`` from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+from realmem.storage import fsutil
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+BUSY_TIMEOUT_MS = 30_000
+
+
+def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
+    """Open ``path`` with the pragmas every realmem process relies on."""
+    fsutil.private_file(Path(path))
+    conn = apsw.Connection(str(path))
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    _ensure_wal(conn)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    if migrate:
+        apply_migrations(conn)
+    return conn
+
+
+def _ensure_wal(conn: apsw.Connection) -> None:
+    """WAL is persistent, so only a new database needs the switch.  The switch can fail with
+    SQLITE_BUSY at once, without consulting the busy handler, while other connections are
+    open; retry it within the busy timeout instead of failing the open."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def transaction(conn: apsw.Connection, *, immediate: bool = True) -> Iterator[apsw.Connection]:
+    """A write transaction.  IMMEDIATE takes the write lock up front so busy_timeout applies
+    at BEGIN instead of failing later with SQLITE_BUSY on lock upgrade."""
+    if conn.in_transaction:  # nested use joins the outer transaction
+        yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _migration_files() -> list[tuple[int, Path]]:
+    out = []
+    for f in MIGRATIONS_DIR.glob("*.sql"):
+        m = re.match(r"(\d+)_", f.name)
+        if m:
+            out.append((int(m.group(1)), f))
+    return sorted(out)
+
+
+def apply_migrations(conn: apsw.Connection) -> int:
+    """Apply numbered ``migrations/NNN_name.sql`` files not yet recorded; return the version."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT version FROM schema_version")}
+    pending = [(v, f) for v, f in _migration_files() if v not in done]
+    for version, f in pending:
+        with transaction(conn):
+            # Another process may have applied it while we waited for the write lock.
+            if conn.execute("SELECT 1 FROM schema_version WHERE version=?", (version,)).fetchone():
+                continue
+            conn.execute(f.read_text(encoding="utf-8"))
+            conn.execute(
+                "INSERT INTO schema_version VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+                (version, f.name),
+            )
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    return row[0] or 0

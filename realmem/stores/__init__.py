@@ -1,0 +1,1 @@
+"""Where memories live: a directory's project and stores, path frames, memory ids."""

@@ -1,0 +1,177 @@
+"""/realmem import: the agent splits AGENTS.md / CLAUDE.md into facts through realmem_remember.
+
+``begin`` records which files are being imported and returns the instruction for the agent;
+``finish`` marks them imported only if facts were actually stored since (so a failed or
+refused import never hides a context file from the prompt).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from realmem.app import Realmem, RealmemError
+from realmem.events import types as ev
+from realmem.stores.project import SCOPES
+from realmem.read.prompt import file_hash, imported
+from realmem.words import count
+
+CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
+STORED = (ev.MemoryAdded, ev.MemoryEdited, ev.Reinforced)
+
+
+def candidates(app: Realmem) -> list[Path]:
+    dirs = [app.cwd]
+    if app.project is not None and app.project.root != app.cwd:
+        dirs.append(app.project.root)
+    found = []
+    for d in dirs:
+        for name in CONTEXT_NAMES:
+            p = d / name
+            if p.is_file() and p not in found:
+                found.append(p)
+    return found
+
+
+def unchanged(app: Realmem, paths: list[Path]) -> list[Path]:
+    """The files already imported and unchanged since: importing them again would only repeat facts."""
+    return [p for p in paths if imported(app, str(p), p.read_text(encoding="utf-8", errors="replace"))]
+
+
+def already_text(paths: list[Path], command: str) -> str:
+    names = ", ".join(p.name for p in paths)
+    verb = "is" if len(paths) == 1 else "are"
+    return f"{names} {verb} already imported and unchanged since; nothing to do ({command} --force imports again)."
+
+
+def begin(app: Realmem, files: list[str], force: bool = False) -> dict[str, Any]:
+    paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise RealmemError(f"not a file: {', '.join(missing)}")
+    if not paths:
+        return {"prompt": None, "files": [], "text": "No AGENTS.md or CLAUDE.md here to import."}
+    skipped = [] if force else unchanged(app, paths)
+    if skipped == paths:
+        return {"prompt": None, "files": [], "skipped": [str(p) for p in skipped],
+                "text": already_text(skipped, "/realmem import")}
+    paths = [p for p in paths if p not in skipped]
+    key = app.project.key if app.project else None
+    app.emit([ev.ImportStarted(key, [str(p) for p in paths])])
+    blocks = "\n\n".join(f"<file path=\"{p}\">\n{p.read_text(encoding='utf-8', errors='replace')}\n</file>"
+                         for p in paths)
+    prompt = (
+        "Import these context files into realmem, which replaces them. Split them into small, "
+        "self-contained facts and store each with realmem_remember: caption = one-line summary, "
+        "content = the fact with exact commands and names, paths = the files or directories it is "
+        "about (omit for project-wide facts), scope = shared for team knowledge (the default), "
+        "personal for this machine only, global for the user's general preferences. Skip "
+        "boilerplate and anything already known. When done, say how many facts you stored.\n\n" + blocks
+    )
+    text = f"Importing {', '.join(p.name for p in paths)}: the agent is splitting them into facts."
+    if skipped:
+        text += f" Skipped {', '.join(p.name for p in skipped)}: already imported and unchanged."
+    return {"prompt": prompt, "files": [str(p) for p in paths], "skipped": [str(p) for p in skipped], "text": text}
+
+
+def finish(app: Realmem) -> dict[str, Any]:
+    key = app.project.key if app.project else None
+    row = app.conn.execute(
+        "SELECT seq, payload FROM events WHERE type='import_started' AND session IS ? ORDER BY seq DESC LIMIT 1",
+        (app.session,)).fetchone()
+    if row is None:
+        return {"text": "No import is in progress.", "imported": []}
+    started, files = row[0], json.loads(row[1])["files"]
+    done = app.conn.execute("SELECT count(*) FROM events WHERE type='context_imported' AND seq > ? AND session IS ?",
+                            (started, app.session)).fetchone()[0]  # another session's import is not this one
+    if done:
+        return {"text": "This import was already finished.", "imported": []}
+    stored = app.conn.execute(
+        f"SELECT count(*) FROM events WHERE seq > ? AND session IS ? AND type IN "
+        f"({','.join('?' * len(STORED))})", (started, app.session, *[t.TYPE for t in STORED])).fetchone()[0]
+    if not stored:
+        kept = [Path(f) for f in files if Path(f).is_file()]
+        if kept and unchanged(app, kept) == kept:  # a forced re-import of files realmem already replaces
+            return {"text": f"No new facts were stored; {', '.join(p.name for p in kept)} "
+                            f"stay{'s' if len(kept) == 1 else ''} imported from the earlier import.", "imported": []}
+        return {"text": "No facts were stored, so the context files stay in the prompt. Run /realmem import again.",
+                "imported": []}
+    events = []
+    for f in files:
+        p = Path(f)
+        if p.is_file():
+            events.append(ev.ContextImported(f, key, file_hash(p.read_text(encoding="utf-8", errors="replace")), stored))
+    app.emit(events)
+    names = ", ".join(Path(e.path).name for e in events)
+    return {"text": f"Imported {names} ({count(stored, 'fact')} stored). realmem now replaces "
+                    f"{'it' if len(events) == 1 else 'them'} in the prompt.",
+            "imported": [e.path for e in events]}
+
+
+SPLIT_PROMPT = (
+    "Split this project context file into small, self-contained, durable facts for a coding "
+    "agent's memory. Skip boilerplate. For each fact give a one-line caption, the content (exact "
+    "commands and names), the paths it is about (files or directories relative to the project "
+    "root; [] for project-wide facts) and the scope (shared for team knowledge, personal for this "
+    "machine only, global for general user preferences). Reply with JSON only: "
+    '{"facts": [{"caption": "...", "content": "...", "paths": [], "scope": "shared"}]}'
+)
+
+
+def import_headless(app: Realmem, files: list[str], progress=None, force: bool = False) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """`realmem import` without Pi: the configured chat model (rewriter endpoint, or the Pi
+    bridge while a session runs) splits each file; every fact goes through the remember gate.
+    Files already imported and unchanged are skipped unless ``force``."""
+    from realmem.clients.errors import EndpointError, EndpointUnavailable
+    from realmem.jobs.rewrite import chat_client
+    from realmem.gate.remember import remember
+
+    paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
+    if not paths:
+        raise RealmemError("no AGENTS.md or CLAUDE.md here to import")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise RealmemError(f"not a file: {', '.join(missing)}")
+    skipped = [] if force else unchanged(app, paths)
+    report: dict[str, Any] = {"files": [], "stored": 0, "outcomes": [], "skipped": [str(p) for p in skipped]}
+    paths = [p for p in paths if p not in skipped]
+    if not paths:
+        return report
+    client = chat_client(app)
+    if not client.configured:
+        raise RealmemError("importing without Pi needs a chat model: set rewriter.url (realmem settings set "
+                           "rewriter.url URL), or run /realmem import inside Pi")
+    key = app.project.key if app.project else None
+    try:
+        for p in paths:
+            text = p.read_text(encoding="utf-8", errors="replace")
+            try:
+                reply = client.complete_json([{"role": "system", "content": SPLIT_PROMPT},
+                                              {"role": "user", "content": f"File {p.name}:\n\n{text}"}])
+            except (EndpointUnavailable, EndpointError) as exc:
+                raise RealmemError(f"the chat model could not split {p.name}: {exc}") from None
+            facts = reply.get("facts")
+            if not isinstance(facts, list):  # another shape is the model's mistake, not "no facts"
+                raise RealmemError(f'the chat model could not split {p.name}: its reply has no "facts" list')
+            facts = [f for f in facts if isinstance(f, dict)]
+            stored = 0
+            for i, f in enumerate(facts, 1):
+                try:
+                    out = remember(app, str(f.get("caption", "")), str(f.get("content", "")),
+                                   scope=f.get("scope") if f.get("scope") in SCOPES else None,
+                                   paths=[str(x) for x in f.get("paths") or []], user_requested=True, source="import")
+                except RealmemError as exc:  # one malformed fact from the model must not lose the others
+                    report["outcomes"].append(f"Skipped a fact from {p.name}: {exc}")
+                else:
+                    report["outcomes"].append(out.text)
+                    stored += out.action in ("add", "edit", "merge", "reinforce", "widen")
+                if progress:
+                    progress(i, len(facts), p.name)
+            if stored:
+                app.emit([ev.ContextImported(str(p), key, file_hash(text), stored)])
+                report["files"].append(str(p))
+            report["stored"] += stored
+    finally:
+        client.close()
+    return report

@@ -1,0 +1,383 @@
+"""Noticing fact files changed outside realmem (hand edits, git pull, another clone).
+
+A scan compares each store directory with the memories table and records what differs as
+``FileObserved`` / ``FileProblem`` events carrying the file's content, so the change is
+projected (and replayable) like any other.  A bad file is reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from realmem.stores import ids
+from realmem.write import memories
+from realmem.events import types as ev
+from realmem.events.log import now_iso
+from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
+from realmem.storage.lock import LockTimeout
+from realmem.projections import files
+
+if TYPE_CHECKING:
+    from realmem.app import Realmem
+    from realmem.stores.project import Project
+
+logger = structlog.get_logger("realmem.write.observe")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# A store with more files than this is not stat'ed file by file when a command opens it and
+# its directory's mtime is what the last scan saw (a file added, removed or renamed into place,
+# as editors and git do, changes it).  An edit written in place is caught by the next full
+# scan: session start and the scan before realmem edits a memory.  Smaller stores are
+# always stat'ed: it costs a few milliseconds.
+QUICK_OPEN_FILES = 2000
+# A directory mtime this close to the scan's start may still be followed by a change within the
+# same timestamp tick (or a skewed network clock): such a stamp is not trusted next time.
+_RACY_NS = 1_000_000_000
+_DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
+
+
+def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float = 0.0,
+                full: bool = True) -> list[ev.Envelope]:
+    """Scan the visible stores; returns the events recorded.
+
+    The scan itself only reads.  A store whose files differ from the tables is scanned again
+    under the write lease (its files caught up with the log first, so a file a killed writer
+    never wrote is not taken for a deletion) to record what changed.  When the lease stays
+    busy for ``wait`` seconds the last projected state is served, and a later scan records it.
+    ``full=False`` (opening a store) skips a large store whose directory has not changed
+    since its last scan, and any store where no file changed.
+    """
+    out: list[ev.Envelope] = []
+    for store in stores or app.visible_stores():
+        dir_stamp = _dir_stamp(app, store)
+        if not full and dir_stamp != -1 and (dir_stamp is not None and _unchanged(app, store, dir_stamp)
+                                             or backlog(app, [store]) == 0):
+            continue  # nothing to read: no lease, no transaction
+        started = time.time_ns()
+        events, seen = _scan_store(app, store)
+        if events:
+            try:
+                with app.write_lease(wait):
+                    events, seen = _scan_store(app, store)
+                    if events:
+                        out.extend(app.emit(events))
+            except LockTimeout:
+                logger.info("scan.deferred", store=store, reason="write lease busy")
+                continue
+        with app.conn:
+            _remember_stats(app, store, seen)
+            if dir_stamp is not None and 0 < dir_stamp < started - _RACY_NS:
+                count = app.conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?",
+                                         (store, _DIR_ROW)).fetchone()[0]
+                seen_dir: dict[str, tuple[int, int] | None] = {_DIR_ROW: (dir_stamp, count)}
+            else:
+                seen_dir = {_DIR_ROW: None}
+            _remember_stats(app, store, seen_dir)
+    return out
+
+
+# Session start reads at most this many new or changed fact files before answering; a larger
+# backlog (a `git pull` bringing thousands) is read by `realmem scan` in another process, so the first
+# prompt is built from what is already projected and never waits for it.
+SYNC_FILES = 300
+
+
+def backlog(app: "Realmem", stores: list[str] | None = None) -> int:
+    """How many fact files a full scan would read (new, or size/mtime changed) or find gone:
+    one directory listing and stat per file, nothing read."""
+    pending = 0
+    for store in stores or app.visible_stores():
+        stats = {r[0]: (r[1], r[2]) for r in app.conn.execute(
+            "SELECT file, mtime_ns, size FROM file_stats WHERE store=? AND file!=?", (store, _DIR_ROW))}
+        known = {r[0] for r in app.conn.execute("SELECT file FROM memories WHERE store=?", (store,))}
+        try:
+            entries = [e for e in os.scandir(app.store_dir(store)) if e.name.endswith(".md") and not e.name.startswith(".")]
+        except OSError:
+            entries = []
+        present = set()
+        for e in entries:
+            present.add(e.name)
+            try:
+                st = e.stat()
+            except OSError:
+                pending += 1
+                continue
+            if stats.get(e.name) != (st.st_mtime_ns, st.st_size):
+                pending += 1
+        problems = {r[0] for r in app.conn.execute("SELECT file FROM problems WHERE store=?", (store,))}
+        pending += len((known | problems) - present)  # gone: a memory to delete, a problem resolved
+    return pending
+
+
+def _dir_stamp(app: "Realmem", store: str) -> int | None:
+    """The store directory's mtime; None when it does not exist; -1 when it cannot be read
+    (a loop, no permission): never trusted, the scan reports it."""
+    try:
+        return app.store_dir(store).stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return -1
+
+
+def _unchanged(app: "Realmem", store: str, dir_stamp: int) -> bool:
+    row = app.conn.execute("SELECT mtime_ns, size FROM file_stats WHERE store=? AND file=?", (store, _DIR_ROW)).fetchone()
+    return row is not None and row[0] == dir_stamp and row[1] > QUICK_OPEN_FILES
+
+
+def _remember_stats(app: "Realmem", store: str, seen: dict[str, tuple[int, int] | None]) -> None:
+    """Record the size/mtime of files the scan read and accepted (None: forget the entry), so
+    the next scan skips them; files realmem writes itself are recorded by ``emit``."""
+    for name, st in seen.items():
+        if st is None:
+            app.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
+        else:
+            app.conn.execute(
+                "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
+                "mtime_ns=excluded.mtime_ns, size=excluded.size", (store, name, *st))
+
+
+def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None]]:
+    d = app.store_dir(store)
+    known = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
+    by_file = {f: mem_id for mem_id, (f, _) in known.items()}
+    stats = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT file, mtime_ns, size FROM file_stats WHERE store=?", (store,))}
+    problems, kinds = {}, {}
+    for name, digest, kind in app.conn.execute("SELECT file, digest, problem FROM problems WHERE store=?", (store,)):
+        problems[name], kinds[name] = digest, kind
+    events: list[ev.Event] = []
+    seen_ids: dict[str, str] = {}
+    fine: set[str] = set()  # names that read as a fact this time
+    new_stats: dict[str, tuple[int, int] | None] = {}
+    escape = app.store_escape(store)
+    if escape is not None:
+        # Nothing there is read; its memories keep their last projected state.
+        if problems.get("") != _digest(escape):
+            logger.warning("store refused", store=store, reason=escape)
+            events.append(ev.FileProblem(store, "", "store-escape", escape, None, _digest(escape)))
+        return events, new_stats
+    try:
+        entries = sorted((e for e in os.scandir(d) if e.name.endswith(".md") and not e.name.startswith(".")),
+                         key=lambda e: (e.name not in by_file, e.name))
+    except (FileNotFoundError, NotADirectoryError):
+        entries = []
+    except OSError as exc:  # a loop, no permission: report it and keep every memory as it was
+        message = f"cannot list {d}: {exc.strerror}"
+        if problems.get("") != _digest(message):
+            events.append(ev.FileProblem(store, "", "unreadable", message, None, _digest(message)))
+        logger.warning("store unreadable", store=store, error=message)
+        return events, new_stats
+    root = Path(os.path.realpath(d))
+    names = {e.name for e in entries}
+
+    def problem(name: str, kind: str, message: str, line: int | None, digest: str) -> None:
+        if problems.get(name) != digest:
+            events.append(ev.FileProblem(store, name, kind, message, line, digest))
+            logger.warning("fact file problem", store=store, file=name, problem=kind, line=line)
+
+    unchanged: set[str] = set()
+    notices: list[ev.Event] = []  # told last: the file's FileObserved events clear its problems
+
+    def one(entry: os.DirEntry[str]) -> None:
+        name = entry.name
+        mem_id = by_file.get(name)
+        try:
+            st, text = _read_regular(entry, root, None if mem_id is None else stats.get(name))
+        except _BadFile as bad:
+            problem(name, bad.kind, bad.describe(name), bad.line, _digest(bad.describe(name)))
+            if mem_id is not None and bad.kind not in ("symlink-escape", "not-a-file"):
+                seen_ids[mem_id] = name  # keep the last good version
+            return
+        stamp = (st.st_mtime_ns, st.st_size)
+        if text is None:  # unchanged since realmem last read or wrote it
+            assert mem_id is not None
+            seen_ids[mem_id] = name
+            fine.add(name)
+            unchanged.add(name)
+            return
+        restored, parsed_from_disk = False, True
+        try:
+            parsed = files.parse(text)
+            if parsed.id is None:
+                parsed_id, notice = _identify(app, store, name, parsed, mem_id, seen_ids, names)
+                if notice is not None:
+                    notices.append(ev.FileProblem(store, name, "re-identified", notice, None, _digest(text)))
+                    logger.warning("fact file re-identified", store=store, file=name)
+                now = now_iso()
+                text = files.render(id=parsed_id, caption=parsed.caption,
+                                    paths=parsed.paths or [memories.default_path(store)],
+                                    created=parsed.created or now, updated=parsed.updated or now,
+                                    content=parsed.content, previous=text)
+                parsed = files.parse(text)
+                restored, parsed_from_disk = parsed_id == mem_id, False
+        except files.FactFileError as exc:
+            problem(name, "malformed", f"{name}: {exc}", exc.line, _digest(text))
+            if mem_id is not None:
+                seen_ids[mem_id] = name
+            return
+        assert parsed.id is not None
+        if parsed.id in seen_ids:
+            problem(name, "duplicate-id", f"{name} repeats the id of {seen_ids[parsed.id]}; ignored", 2, _digest(text))
+            return
+        seen_ids[parsed.id] = name
+        fine.add(name)
+        current = known.get(parsed.id)
+        if current is not None and current == (name, text):
+            if restored:  # only the id line was deleted: put it back (the tables already agree)
+                files.write(d, name, text)
+                st = os.stat(d / name)
+                stamp = (st.st_mtime_ns, st.st_size)
+            new_stats[name] = stamp
+            return
+        now = now_iso()
+        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
+                           parsed.created or now, parsed.updated or now, name, text)
+        from realmem.gate.safety import scan_memory  # lazily: its rules are costly to load, most scans read no file
+
+        result, _, _ = scan_memory(parsed.caption, parsed.content)
+        quarantine = None if result.ok else result.reason()
+        events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
+        if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
+            new_stats[name] = stamp
+        if quarantine:
+            logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
+
+    for entry in entries:
+        try:
+            one(entry)
+        except Exception as exc:  # one file must never stop the others or the command
+            logger.exception("fact file scan failed", store=store, file=entry.name)
+            problem(entry.name, "unreadable", f"{entry.name}: cannot be read as a fact ({type(exc).__name__}: {exc})",
+                    None, _digest(repr(exc)))
+            mem_id = by_file.get(entry.name)
+            if mem_id is not None:
+                seen_ids[mem_id] = entry.name
+    for mem_id, (name, _) in known.items():
+        if mem_id not in seen_ids:
+            events.append(ev.FileObserved(store, mem_id, "deleted"))
+            if name not in fine:  # else another memory now lives in that file
+                new_stats[name] = None
+    handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
+    handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
+    handled.update(known[e.id][0] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
+    for name in problems:
+        told = kinds.get(name) == "re-identified" and name in unchanged  # stays until the file changes
+        if name not in handled and (name not in names or name in fine) and not told:
+            events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
+    events.extend(notices)
+    return events, new_stats
+
+
+class _BadFile(Exception):
+    """A directory entry that is not a readable fact file; ``kind`` is the FileProblem kind."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.line = kind, line
+
+    def describe(self, name: str) -> str:
+        return f"{name}{'' if self.line is None else f' line {self.line}'} {self}"
+
+
+def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | None) -> tuple[os.stat_result, str | None]:
+    """(stat, text) of a store entry; text None when its (mtime, size) is ``known`` (unchanged).
+    Its type is checked before anything is opened (``fsutil.read_regular``)."""
+    path = entry.path
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
+    link = stat.S_ISLNK(st.st_mode)
+    if link:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            what = "is a symlink loop" if exc.errno == errno.ELOOP else f"is a broken symlink ({exc.strerror})"
+            raise _BadFile("unreadable", f"{what}; ignored") from None
+        target = Path(os.path.realpath(path))
+        if not target.is_relative_to(root):
+            raise _BadFile("symlink-escape", f"links outside the store ({target}); ignored")
+    if not stat.S_ISREG(st.st_mode):
+        raise _BadFile("not-a-file", f"is {file_kind(st.st_mode)}, not a regular file; ignored")
+    if known == (st.st_mtime_ns, st.st_size):
+        return st, None
+    if st.st_size > files.MAX_FILE_BYTES:
+        raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes ({st.st_size}); ignored")
+    try:
+        data = read_regular(path, limit=files.MAX_FILE_BYTES, follow=link)
+    except NotRegularFile as exc:
+        raise _BadFile("not-a-file", f"{str(exc).removeprefix(path).strip()}; ignored") from None
+    except OSError as exc:
+        raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
+    if len(data) > files.MAX_FILE_BYTES:
+        raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes; ignored")
+    if b"\0" in data:
+        line = data[:data.index(b"\0")].count(b"\n") + 1
+        raise _BadFile("unreadable", "is a binary file (it holds NUL bytes), not a fact; ignored", line)
+    try:
+        return st, data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise _BadFile("unreadable", f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); ignored", line) from None
+
+
+def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_id: str | None,
+              seen_ids: dict[str, str], present: set[str]) -> tuple[str, str | None]:
+    """The id of a fact file without one, and a notice when the user should be told.
+
+    A hand-written fact simply gets a new id.  When the file held a memory (its id line was
+    deleted), that memory keeps its identity if the fact is the same (caption and content);
+    otherwise it becomes a new memory and the user is told plainly.  A file renamed as well
+    keeps the identity of the memory with the same fact whose file is gone."""
+    if old_id is None:  # renamed as well?  The same fact whose own file is gone is that memory
+        h = files.content_hash(parsed.caption, parsed.content)
+        for mem_id, file in app.conn.execute("SELECT id, file FROM memories WHERE store=? AND hash=?", (store, h)):
+            if mem_id not in seen_ids and file not in present:
+                return mem_id, None
+        return ids.new_id(), None
+    if old_id in seen_ids:
+        return ids.new_id(), None
+    old = app.memory((store, old_id))
+    if old is not None and (old.caption, old.content) == (parsed.caption, parsed.content):
+        return old_id, None
+    new_id = ids.new_id()
+    return new_id, (f"{name} lost its id line and its fact changed, so it was re-identified: memory "
+                    f"{ids.short(old_id)} is replaced by {ids.short(new_id)} (its use counts start again)")
+
+
+def migrate_path_store(app: "Realmem", project: "Project") -> None:
+    """After the first commit, move personal memories from the path key to the git key."""
+    old_store = f"personal:{project.path_key}"
+    rows = app.conn.execute("SELECT id FROM memories WHERE store=?", (old_store,)).fetchall()
+    if not rows:
+        return
+    new_store = project.personal_store
+    events: list[ev.Event] = []
+    taken = app.taken_names(new_store)
+    for (mem_id,) in rows:
+        mem = app.memory((old_store, mem_id))
+        assert mem is not None
+        name = mem.file if mem.file not in taken else files.file_name(mem.caption, mem_id, taken)
+        taken.add(name)
+        fields = ev.Fields(mem.caption, mem.content, mem.paths, mem.created, mem.updated, name, mem.text)
+        events.append(ev.MemoryMoved(old_store, mem_id, new_store, fields, "project-key"))
+    app.emit(events)
+    logger.info("personal memories re-keyed", old=old_store, new=new_store, count=len(events))
+    old_dir = app.store_dir(old_store)
+    try:
+        (old_dir / "project.json").unlink(missing_ok=True)
+        old_dir.rmdir()
+    except OSError:
+        pass

@@ -1,0 +1,199 @@
+"""Claude Code hooks end to end: the real hook command (``python -I -S hookclient.py``) fed the
+documented hook input JSON (tests/fixtures/claude_code, written from Claude Code's hooks
+reference), a real per-home hook server on a Unix socket, a real git repo and SQLite store.
+Outputs are compared exactly.  Every server a test starts is stopped and waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from realmem.read import prompt
+from realmem.stores import ids
+from realmem.write import memories
+from realmem.agents import hookclient
+from realmem.agents.hookserver import LOCK
+from realmem.app import Realmem
+from realmem.events import types as ev
+from realmem.storage.lock import LeaseLock
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "claude_code"
+HOOK = Path(hookclient.__file__)
+WAIT = 60.0  # a hang guard only
+
+
+def fixture(name: str, cwd: Path, session: str) -> dict[str, Any]:
+    text = (FIXTURES / f"{name}.json").read_text(encoding="utf-8")
+    text = text.replace("$CWD", str(cwd)).replace("$SESSION", session).replace("$HOME", os.environ["HOME"])
+    return json.loads(text)
+
+
+def run_hook(hook_input: dict[str, Any], home: Path) -> dict[str, Any] | None:
+    """The hook command exactly as installed; None when it prints nothing."""
+    out = subprocess.run([sys.executable, "-I", "-S", str(HOOK)], input=json.dumps(hook_input).encode(),
+                         capture_output=True, env={**os.environ, "REALMEM_HOME": str(home)}, timeout=WAIT)
+    assert out.returncode == 0
+    assert out.stderr == b"", out.stderr
+    return json.loads(out.stdout) if out.stdout else None
+
+
+def wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while Path(f"/proc/{pid}").exists():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":  # exited, not yet reaped by its parent
+                    return
+        except OSError:
+            return
+        assert time.monotonic() < deadline, f"hook server {pid} did not stop"
+        time.sleep(0.05)
+
+
+def wait_socket(home: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+    path = Path(hookclient.socket_path(str(home)))
+    deadline = time.monotonic() + WAIT
+    while not path.exists():
+        assert proc is None or proc.poll() is None, "the hook server exited"
+        assert time.monotonic() < deadline, "the hook server never listened"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def server(home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "hook-server", "--idle", "600"],
+                            env={**os.environ, "REALMEM_WORKER_AUTOSTART": "0"}, stderr=subprocess.DEVNULL)
+    try:
+        wait_socket(home, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=WAIT)
+
+
+@pytest.fixture
+def project(repo: Path, home: Path) -> Iterator[tuple[Realmem, dict[str, Any]]]:
+    for rel in ("src/db.py", "src/api/routes.py", "migrations/001.sql"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x = 1\n", encoding="utf-8")
+    app = Realmem.open(home, repo, scan=False)
+    assert app.project is not None
+    shared, personal = app.project.shared_store, app.project.personal_store
+    mems = {
+        "db": memories.add(app, "db module uses apsw", "src/db.py opens apsw with WAL.", store=shared,
+                           stored_paths=["src/db.py"], source="add"),
+        "api": memories.add(app, "routes are generated", "Edit routes.yaml, not routes.py.", store=shared,
+                            stored_paths=["src/api"], source="add"),
+        "sql": memories.add(app, "migrations are plain SQL", "No ORM migrations here.", store=personal,
+                            stored_paths=["migrations/*.sql"], source="add"),
+        "wide": memories.add(app, "tests run with pytest -q", "Run .venv/bin/python -m pytest -q.", store=shared,
+                             stored_paths=["."], source="add"),
+    }
+    yield app, mems
+    app.close()
+
+
+def notes_output(*entries: Any) -> dict[str, Any]:
+    lines = ["<realmem-path-notes>"]
+    lines += [f"[{ids.short(m.id)}] {m.caption} ({', '.join(m.paths)})" for m in entries]
+    lines += ["(read a caption's fact with realmem_recall ids=[...])", "</realmem-path-notes>"]
+    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "\n".join(lines)}}
+
+
+def section_output(text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+
+
+def test_session_start_and_path_notes_once_per_session(server: Any, project: Any, repo: Path, home: Path) -> None:
+    app, m = project
+    sid = "0b5e6f3c-1111-4a2b-9c3d-000000000001"
+    section = prompt.section(app)
+    assert "tests run with pytest -q" in section
+
+    assert run_hook(fixture("session_start_startup", repo, sid), home) == section_output(section)
+
+    read = fixture("post_tool_use_read", repo, sid)
+    assert run_hook(read, home) == notes_output(m["db"])
+    assert run_hook(read, home) is None  # once per session
+    # Bash: words of the command that exist on disk; db.py was shown already, the SQL note is new.
+    assert run_hook(fixture("post_tool_use_bash", repo, sid), home) == notes_output(m["sql"])
+    assert run_hook(fixture("post_tool_use_edit", repo, sid), home) == notes_output(m["api"])
+    assert run_hook(fixture("post_tool_use_websearch", repo, sid), home) is None  # a tool with no path
+    own = {**read, "tool_name": "mcp__realmem__realmem_recall", "tool_input": {"paths": ["src/db.py"]}}
+    assert run_hook(own, home) is None  # realmem's own tools get no notes about themselves
+
+    # A new project-wide memory changes a fresh section, but this session keeps its bytes.
+    memories.add(app, "release with make dist", "make dist builds the wheel.", store=app.project.shared_store,
+                 stored_paths=["."], source="add")
+    assert prompt.section(app) != section
+    assert run_hook(fixture("session_start_resume", repo, sid), home) == section_output(section)
+    assert run_hook(read, home) is None  # resume keeps the shown notes: they are still in the context
+
+    # Compaction drops the notes from the context: they show again, the section stays the same.
+    assert run_hook(fixture("session_start_compact", repo, sid), home) == section_output(section)
+    assert run_hook(read, home) == notes_output(m["db"])
+    assert run_hook(read, home) is None
+
+    # Another session: its own section (with the new memory) and its own shown ids.
+    other = "0b5e6f3c-1111-4a2b-9c3d-000000000002"
+    assert run_hook(fixture("session_start_startup", repo, other), home) == section_output(prompt.section(app))
+    assert run_hook(fixture("post_tool_use_read", repo, other), home) == notes_output(m["db"])
+
+    # The events name Claude Code and the session as the actor.
+    shown = [r for r in app.conn.execute("SELECT session FROM events WHERE type=?", (ev.PathNotesShown.TYPE,))]
+    assert {r[0] for r in shown} == {f"claude-code#{sid}", f"claude-code#{other}"}
+
+
+def test_bad_input_is_reported_on_stderr_and_never_blocks(server: Any, repo: Path, home: Path) -> None:
+    for raw in (b"not json", b"[1, 2]", json.dumps({"hook_event_name": "Nope", "cwd": str(repo)}).encode(),
+                json.dumps({"hook_event_name": "PostToolUse", "cwd": str(repo / "missing")}).encode()):
+        out = subprocess.run([sys.executable, "-I", "-S", str(HOOK)], input=raw, capture_output=True,
+                             env={**os.environ, "REALMEM_HOME": str(home)}, timeout=WAIT)
+        assert out.returncode == 0 and out.stdout == b""
+        assert out.stderr.startswith(b"realmem hook: bad hook input"), out.stderr
+    assert server.poll() is None  # the server survives all of it
+
+
+def test_the_hook_starts_the_server_on_demand_and_one_server_per_home(project: Any, repo: Path, home: Path) -> None:
+    app, m = project
+    sid = "on-demand"
+    env = {**os.environ, "REALMEM_HOME": str(home), "REALMEM_WORKER_AUTOSTART": "0"}
+    started = subprocess.run([sys.executable, "-I", "-S", str(HOOK)], capture_output=True, env=env, timeout=WAIT,
+                             input=json.dumps(fixture("post_tool_use_read", repo, sid)).encode())
+    holder = LeaseLock(home / "realmem.sqlite", LOCK).holder()
+    assert holder is not None
+    pid = int(holder["pid"])
+    try:
+        assert json.loads(started.stdout) == notes_output(m["db"])
+        # A second server for the same home cannot take the lease and exits at once.
+        second = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "hook-server"],
+                                env=env, capture_output=True, timeout=WAIT)
+        assert second.returncode == 0
+        assert int(LeaseLock(home / "realmem.sqlite", LOCK).holder()["pid"]) == pid  # type: ignore[index]
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_gone(pid)
+    assert not Path(hookclient.socket_path(str(home))).exists()
+    assert LeaseLock(home / "realmem.sqlite", LOCK).holder() is None
+
+
+def test_the_server_exits_when_idle(home: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "hook-server", "--idle", "0.2"],
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert proc.wait(timeout=WAIT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not Path(hookclient.socket_path(str(home))).exists()

@@ -1,0 +1,407 @@
+"""`realmem rpc` over real stdio pipes: the child is `python -m realmem.interface.cli --home H rpc`, the
+endpoints are the fake servers on 127.0.0.1 (real sockets), the stores are real SQLite and a
+real git repository.  The contract is docs/rpc.md.
+
+Slow judges are made deterministic, not timed: a scripted System One question blocks in the
+fake's handler thread until the test releases it, so "path_notes answers while remember waits"
+and "cancel during consolidate" never depend on how fast anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from realmem.stores import ids
+from realmem.write import memories
+from realmem.app import Realmem
+from realmem.events import log as evlog
+from realmem.fakes import FakeSystemOne
+from realmem.fakes.heuristic import Judgement
+
+from conftest import kill_workers
+
+WAIT = 120.0  # a hang guard only: nothing asserts how long anything takes
+
+
+class Child:
+    """The rpc child with a reader thread sorting its stdout into responses and notifications."""
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self.stderr = open(home.parent / "rpc-stderr.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "rpc"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env=env, text=True, encoding="utf-8", bufsize=1)
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.order: list[Any] = []  # ids of responses in arrival order
+        self.responses: dict[Any, dict[str, Any]] = {}
+        self.notifications: list[dict[str, Any]] = []
+        self.raw: list[str] = []
+        self.cond = threading.Condition()
+        self.next_id = 0
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            msg = json.loads(line)  # stdout carries JSON-RPC only: anything else fails here
+            with self.cond:
+                self.raw.append(line)
+                if "id" in msg and ("result" in msg or "error" in msg):
+                    self.order.append(msg["id"])
+                    self.responses[msg["id"]] = msg
+                else:
+                    self.notifications.append(msg)
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def send_raw(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def send(self, method: str, params: Any = None, *, mid: Any = "auto") -> Any:
+        if mid == "auto":
+            self.next_id += 1
+            mid = self.next_id
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": {} if params is None else params}
+        if mid is not None:
+            msg["id"] = mid
+        self.send_raw(json.dumps(msg))
+        return mid
+
+    def wait_for(self, predicate, what: str) -> Any:  # type: ignore[no-untyped-def]
+        with self.cond:
+            ok = self.cond.wait_for(lambda: predicate() or self.proc.poll() is not None, timeout=WAIT)
+            value = predicate()
+        assert ok and value, f"no {what} from the rpc child (exit {self.proc.poll()})"
+        return value
+
+    def response(self, mid: Any) -> dict[str, Any]:
+        return self.wait_for(lambda: self.responses.get(mid), f"response {mid!r}")
+
+    def call(self, method: str, params: Any = None) -> dict[str, Any]:
+        msg = self.response(self.send(method, params))
+        assert "result" in msg, msg
+        return msg["result"]
+
+    def error(self, method: str, params: Any = None) -> dict[str, Any]:
+        msg = self.response(self.send(method, params))
+        assert "error" in msg, msg
+        return msg["error"]
+
+    def close(self) -> int:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            rc = self.proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.reader.join(timeout=WAIT)
+        self.stderr.close()
+        return rc
+
+
+@pytest.fixture
+def child_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"REALMEM_HOME": str(home), "REALMEM_WORKER_IDLESECONDS": "1", "REALMEM_SEMIF_TIMEOUT": "300"})
+    return env
+
+
+@pytest.fixture
+def spawn(home: Path, child_env: dict[str, str]) -> Iterator[Any]:
+    children: list[Child] = []
+
+    def start(**extra: str) -> Child:
+        c = Child(home, {**child_env, **extra})
+        children.append(c)
+        return c
+    try:
+        yield start
+    finally:
+        for c in children:
+            if c.proc.poll() is None:
+                c.close()
+        kill_workers(home)
+
+
+@pytest.fixture
+def semif(child_env: dict[str, str]) -> Iterator[FakeSystemOne]:
+    with FakeSystemOne() as s1:
+        child_env["REALMEM_SEMIF_URL"] = s1.url
+        yield s1
+
+
+class Gate:
+    """A System One question that blocks in the fake's handler until released.
+
+    ``entered`` counts calls; ``hold`` blocks call number ``at`` (1-based) and every later one
+    until ``release``.  Answers are the fake's deterministic heuristic unless ``spec`` is given.
+    """
+
+    def __init__(self, name: str, *, at: int = 1, spec: Any = None) -> None:
+        self.name, self.at, self.spec = name, at, spec
+        self.calls = 0
+        self.cond = threading.Condition()
+        self.released = threading.Event()
+
+    def __call__(self, state: str, question: dict[str, Any]) -> Any:
+        with self.cond:
+            self.calls += 1
+            n = self.calls
+            self.cond.notify_all()
+        if n >= self.at:
+            assert self.released.wait(WAIT), "the test never released the judge"
+        return self.spec if self.spec is not None else Judgement(state).answer(self.name, question)
+
+    def wait_entered(self, n: int | None = None) -> None:
+        n = n or self.at
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.calls >= n, timeout=WAIT), "the judge was never asked"
+
+    def release(self) -> None:
+        self.released.set()
+
+
+# --- protocol ------------------------------------------------------------------------------------
+
+def test_hello(spawn: Any, home: Path) -> None:
+    c = spawn()
+    res = c.call("hello")
+    assert res["pid"] == c.proc.pid
+    assert res["home"] == str(home.resolve())
+    assert isinstance(res["version"], str) and res["version"]
+    assert res["hidden_tools"] == ["ctx_memory"]
+    assert res["path_notes"] == {"maxFull": 2, "maxCaptions": 6, "charBudget": 2400}
+    assert c.close() == 0
+
+
+def test_errors_by_code(spawn: Any, repo: Path) -> None:
+    c = spawn()
+    err = c.error("no_such_method")
+    assert err["code"] == -32601 and "no_such_method" in err["message"]
+    # a bad argument value is a usage error (2), on the slow thread as on the main one
+    err = c.error("list", {"cwd": str(repo), "page": "two"})
+    assert err["code"] == 2 and "page must be a whole number" in err["message"]
+    err = c.error("recall", {"cwd": str(repo), "queries": ["x"], "page": "two"})
+    assert err["code"] == 2
+    err = c.error("settings_models", {"endpoint": "bogus"})
+    assert err["code"] == 2 and "bogus" in err["message"]
+    # refused or not found: code 1 with the user-facing message
+    err = c.error("show", {"cwd": str(repo), "id": "AZJrPlwafS-aSxwtPk9aaw"})
+    assert err["code"] == 1 and "AZJrPlwafS-aSxwtPk9aaw" in err["message"]
+    err = c.error("remember", {"cwd": str(repo), "caption": "", "content": "x"})
+    assert err["code"] == 1 and "caption is empty" in err["message"]
+    # a request whose params are not an object is an invalid request
+    msg = c.response(c.send("status", [str(repo)]))
+    assert msg["error"]["code"] == -32600
+    # parse error: id null, and the child keeps serving
+    c.send_raw("{not json")
+    c.wait_for(lambda: None in c.responses, "parse error")
+    assert c.responses[None]["error"]["code"] == -32700
+    assert c.call("hello")["pid"] == c.proc.pid
+    # a notification (no id) is served but never answered
+    before = len(c.order)
+    c.send("status", {"cwd": str(repo)}, mid=None)
+    assert c.call("hello")
+    assert len(c.order) == before + 1
+    assert c.close() == 0
+
+
+def test_stdin_close_exits_zero_and_stdout_is_only_json(spawn: Any, repo: Path) -> None:
+    c = spawn()
+    for method, params in [("hello", {}), ("status", {"cwd": str(repo)}), ("prompt_section", {"cwd": str(repo)}),
+                           ("list", {"cwd": str(repo)})]:
+        c.call(method, params)
+    assert c.close() == 0
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in c.raw)
+
+
+def test_a_pending_slow_request_is_answered_before_exit(spawn: Any, repo: Path, semif: FakeSystemOne) -> None:
+    gate = Gate("importance")
+    semif.script({"importance": gate})
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    mid = c.send("remember", {"cwd": str(repo), "session": "s", "caption": "Build with make",
+                              "content": "Run `make build` to build the project.", "user_requested": True})
+    gate.wait_entered()
+    assert c.proc.stdin is not None
+    c.proc.stdin.close()  # the adapter goes away while remember waits for the judge
+    gate.release()
+    assert c.close() == 0
+    assert c.responses[mid]["result"]["details"]["decision"] == "add"
+
+
+# --- the slow thread ------------------------------------------------------------------------------
+
+def test_path_notes_answer_while_remember_waits_for_the_judge(spawn: Any, repo: Path, home: Path,
+                                                              semif: FakeSystemOne) -> None:
+    (repo / "src" / "db").mkdir(parents=True)
+    (repo / "src" / "db" / "schema.sql").write_text("create table t();\n", encoding="utf-8")
+    with Realmem.open(home, repo) as a:
+        note = memories.add(a, "Schema changes need migrations", "Add a migration for every schema change.",
+                            store=a.project.shared_store, stored_paths=["src/db"], source="add")  # type: ignore[union-attr]
+    gate = Gate("importance")
+    semif.script({"importance": gate})
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    c.call("session_start", {"cwd": str(repo), "session": "s"})
+    slow = c.send("remember", {"cwd": str(repo), "session": "s", "caption": "Deploy with fly",
+                               "content": "Deploy with `fly deploy` from the repository root.", "user_requested": True})
+    gate.wait_entered()  # remember is now blocked on the judge
+    quick = c.send("path_notes", {"cwd": str(repo), "session": "s", "tool_name": "read",
+                                  "input": {"path": "src/db/schema.sql"}, "shown": []})
+    notes = c.response(quick)["result"]
+    assert notes["shown"] == [ids.short(note.id)] and note.caption in notes["text"]
+    status = c.call("status", {"cwd": str(repo)})  # other quick methods too
+    assert "shared" in status["text"]
+    assert slow not in c.responses
+    gate.release()
+    res = c.response(slow)["result"]
+    assert res["details"]["decision"] == "add" and res["details"]["id"]
+    assert c.order.index(quick) < c.order.index(slow)
+    assert c.close() == 0
+
+
+def test_slow_requests_are_served_in_order(spawn: Any, repo: Path, semif: FakeSystemOne) -> None:
+    gate = Gate("importance")
+    semif.script({"importance": gate})
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    first = c.send("remember", {"cwd": str(repo), "session": "s", "caption": "Lint with ruff",
+                                "content": "Run `ruff check .` before committing.", "user_requested": True})
+    gate.wait_entered()
+    second = c.send("manage_list", {"cwd": str(repo)})
+    third = c.send("recall", {"cwd": str(repo), "queries": ["ruff"]})
+    quick = c.send("list", {"cwd": str(repo)})  # a quick method: answered at once, before remember
+    c.response(quick)
+    assert c.responses[quick]["result"]["details"]["total"] == 0
+    gate.release()
+    c.response(third)
+    assert c.order.index(quick) < c.order.index(first) < c.order.index(second) < c.order.index(third)
+    assert [i["caption"] for i in c.responses[second]["result"]["items"]] == ["Lint with ruff"]
+    assert "Lint with ruff" in c.responses[third]["result"]["text"]
+    assert c.close() == 0
+
+
+# --- progress and cancel ---------------------------------------------------------------------------
+
+def seed(home: Path, repo: Path, n: int) -> list[Any]:
+    with Realmem.open(home, repo) as a:
+        return [memories.add(a, f"Temporary note {i}", f"Work in progress item number {i} for today.",
+                             store=a.project.shared_store, stored_paths=["."], source="add")  # type: ignore[union-attr]
+                for i in range(n)]
+
+
+def files_and_events(home: Path, repo: Path) -> tuple[dict[str, str], int, int]:
+    with Realmem.open(home, repo, scan=False) as a:
+        d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
+        files = {p.name: p.read_text(encoding="utf-8") for p in sorted(d.glob("*.md"))}
+        return files, a.conn.execute("SELECT count(*) FROM memories").fetchone()[0], evlog.last_seq(a.conn)
+
+
+def test_consolidate_progress_then_cancel_writes_nothing(spawn: Any, repo: Path, home: Path,
+                                                        semif: FakeSystemOne) -> None:
+    seed(home, repo, 4)
+    before = files_and_events(home, repo)
+    gate = Gate("forget", at=2, spec={"noul": 0.95})  # every memory would be forgotten
+    semif.script({"forget": gate})
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    mid = c.send("consolidate", {"cwd": str(repo), "session": "s", "paths": False, "progress_token": "tok-1"})
+    gate.wait_entered(2)  # the first memory is reviewed; the second review waits for the judge
+    progress = c.wait_for(lambda: [n for n in c.notifications if n.get("method") == "progress"], "progress")
+    p = progress[0]["params"]
+    assert p["token"] == "tok-1" and p["done"] == 1 and p["total"] == 5 and "review" in p["message"]
+    c.send("cancel", {"token": "tok-1"}, mid=None)
+    assert c.call("hello")  # the reader has taken the cancel: it reads lines in order
+    gate.release()
+    err = c.response(mid)["error"]
+    assert err == {"code": 1, "message": "cancelled"}
+    assert files_and_events(home, repo) == before
+    # the token is free again: the same consolidation without a cancel writes
+    done = c.call("consolidate", {"cwd": str(repo), "session": "s", "paths": False, "progress_token": "tok-1"})
+    assert len(done["details"]["changes"]) == 4
+    assert files_and_events(home, repo)[1] == 0
+    assert c.close() == 0
+
+
+def test_a_late_cancel_is_ignored(spawn: Any, repo: Path, home: Path, semif: FakeSystemOne) -> None:
+    seed(home, repo, 2)
+    semif.script({"forget": {"noul": 0.95}})
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    c.send("cancel", {"token": "tok-2"}, mid=None)  # before the request: no such request yet
+    res = c.call("consolidate", {"cwd": str(repo), "session": "s", "paths": False, "progress_token": "tok-2"})
+    assert len(res["details"]["changes"]) == 2
+    toks = {n["params"]["token"] for n in c.notifications if n.get("method") == "progress"}
+    assert toks == {"tok-2"}
+    c.send("cancel", {"token": "tok-2"}, mid=None)  # after it finished: dropped
+    seed(home, repo, 1)
+    res = c.call("consolidate", {"cwd": str(repo), "session": "s", "paths": False, "progress_token": "tok-2"})
+    assert len(res["details"]["changes"]) == 1
+    assert c.close() == 0
+
+
+def test_no_progress_without_a_token(spawn: Any, repo: Path, home: Path, semif: FakeSystemOne) -> None:
+    seed(home, repo, 2)
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    c.call("consolidate", {"cwd": str(repo), "session": "s", "paths": False})
+    assert c.notifications == []
+    assert c.close() == 0
+
+
+# --- session start over the pipe (spawns the worker, which the fixture cleans up) --------------------
+
+def test_session_start_and_prompt_section_over_the_pipe(spawn: Any, repo: Path, home: Path) -> None:
+    seed(home, repo, 1)
+    c = spawn()
+    res = c.call("session_start", {"cwd": str(repo), "session": "s"})
+    assert res["project"]["root"] == str(repo) and res["project"]["key"].startswith("git-")
+    assert res["queued"] == 0 and res["missing"] == 0 and res["gitignore"] is None
+    first = c.call("prompt_section", {"cwd": str(repo)})["text"]
+    assert first.startswith("<realmem>") and "Temporary note 0" in first
+    assert c.call("prompt_section", {"cwd": str(repo)})["text"] == first
+    assert c.close() == 0
+
+
+def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo: Path, home: Path) -> None:
+    """A pull bringing more fact files than session start reads up front: the answer and the
+    prompt section come from what is already projected, and the files arrive soon after."""
+    import time
+
+    from realmem.write import observe
+    from realmem.projections import files
+    seed(home, repo, 1)
+    with Realmem.open(home, repo, scan=False) as a:
+        d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
+    total = observe.SYNC_FILES + 20
+    for i in range(total):
+        text = files.render(id=ids.new_id(), caption=f"Pulled fact {i}", paths=["."], created="2026-01-01T00:00:00.000Z",
+                            updated="2026-01-01T00:00:00.000Z", content=f"Teammate's note {i}.")
+        (d / f"pulled-{i}.md").write_text(text if i else text.replace("id: ", "idx: ", 1), encoding="utf-8")
+    c = spawn()
+    res = c.call("session_start", {"cwd": str(repo), "session": "s"})
+    assert res["observing"] == total
+    assert f"reading {total} new or changed fact files in the background" in res["notification"]
+    assert "Temporary note 0" in c.call("prompt_section", {"cwd": str(repo)})["text"]
+    deadline = time.monotonic() + WAIT
+    while True:  # the background scan commits in one transaction: all or nothing
+        with Realmem.open(home, repo, scan=False) as a:
+            n = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'Pulled fact %'").fetchone()[0]
+        if n or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert n == total  # the one without an id was adopted with a fresh one
+    again = c.call("session_start", {"cwd": str(repo), "session": "s"})
+    assert again["observing"] == 0 and again["notification"] is None
+    assert c.close() == 0

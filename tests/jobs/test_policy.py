@@ -1,0 +1,115 @@
+"""Jobs follow the log (realmem/jobs/policy.py): the follower's position and what it enqueues.
+
+Real SQLite files and a real Huey queue database; the endpoints are configured (their URLs)
+but never called: following only decides which wake-ups to send.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from realmem.write import memories
+from realmem.app import Realmem
+from realmem.events import log
+from realmem.events import types as ev
+from realmem.jobs import policy, queue
+from realmem.write.observe import scan_stores
+
+
+@pytest.fixture
+def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("REALMEM_EMBEDDING_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("REALMEM_SEMIF_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
+    queue._HUEYS.clear()
+    a = Realmem.open(home, repo)
+    yield a
+    a.close()
+    queue._HUEYS.clear()
+
+
+def add(app: Realmem, caption: str, paths: list[str]):  # type: ignore[no-untyped-def]
+    store, stored = memories.place(app, "shared", paths)
+    return memories.add(app, caption, f"{caption}: the details.", store=store, stored_paths=stored, source="add")
+
+
+def follow(app: Realmem) -> set[str]:
+    return policy.follow(app.conn, app.home, app.config)
+
+
+def tasks(app: Realmem) -> int:
+    return queue.pending_tasks(app.home)
+
+
+def test_a_new_memory_is_embedded_and_judged_and_the_position_advances(app: Realmem) -> None:
+    assert policy.position(app.conn) == 0
+    add(app, "Migrations live in db/", ["db"])
+    assert follow(app) == {"embed", "urgency"}
+    assert policy.position(app.conn) == log.last_seq(app.conn)
+    assert tasks(app) == 2
+    assert follow(app) == set() and tasks(app) == 2  # followed once: nothing sent twice
+
+
+def test_without_endpoints_nothing_is_sent_but_the_position_still_moves(app: Realmem,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REALMEM_EMBEDDING_URL")
+    monkeypatch.delenv("REALMEM_SEMIF_URL")
+    app.config.reload()
+    add(app, "Migrations live in db/", ["db"])
+    assert follow(app) == set()
+    assert policy.position(app.conn) == log.last_seq(app.conn) and tasks(app) == 0
+
+
+def test_a_store_wide_memory_needs_no_urgency(app: Realmem) -> None:
+    add(app, "Use pnpm, not npm", ["."])
+    assert follow(app) == {"embed"}
+
+
+def test_an_edit_a_move_and_an_outside_change_are_followed(app: Realmem) -> None:
+    m = add(app, "Migrations live in db/", ["db"])
+    follow(app)
+    memories.edit(app, (m.store, m.id), content="Run make migrate after editing db/schema.sql.")
+    assert follow(app) == {"embed", "urgency"}
+    moved = memories.move(app, (m.store, m.id), app.project.personal_store)
+    assert follow(app) == {"embed", "urgency"}
+    path = app.store_dir(moved.store) / moved.file
+    path.write_text(path.read_text().replace("make migrate", "make migrate-all"))
+    assert [type(e.event) for e in scan_stores(app)] == [ev.FileObserved]
+    assert follow(app) == {"embed", "urgency"}
+
+
+def test_a_queued_candidate_is_retried(app: Realmem) -> None:
+    app.emit([ev.CandidateQueued("c1", None, str(app.cwd), {"caption": "x", "content": "y"}, "judge down",
+                                 log.now_iso())])
+    assert follow(app) == {"retry"}
+
+
+def test_events_that_call_for_nothing_do_not_write_until_many(app: Realmem, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = add(app, "Migrations live in db/", ["db"])
+    follow(app)
+    before = policy.position(app.conn)
+    app.emit([ev.RecallHit([(m.store, m.id)])])
+    assert follow(app) == set() and policy.position(app.conn) == before
+    monkeypatch.setattr(policy, "ADVANCE_AFTER", 1)
+    assert follow(app) == set() and policy.position(app.conn) == log.last_seq(app.conn)
+
+
+def test_a_wake_up_that_cannot_be_sent_leaves_the_position(app: Realmem) -> None:
+    add(app, "Migrations live in db/", ["db"])
+    queue.queue_path(app.home).mkdir()  # the queue database cannot be opened
+    with pytest.raises(queue.EnqueueFailed):
+        follow(app)
+    assert policy.position(app.conn) == 0
+    assert policy.follow_app(app) == set()  # a front end is never failed by it
+    queue.queue_path(app.home).rmdir()
+    queue._HUEYS.clear()
+    assert follow(app) == {"embed", "urgency"}  # sent on the next follow
+    assert policy.position(app.conn) == log.last_seq(app.conn)
+
+
+def test_a_deleted_memory_calls_for_nothing(app: Realmem) -> None:
+    m = add(app, "Migrations live in db/", ["db"])
+    memories.forget(app, [(m.store, m.id)])
+    assert follow(app) == set()

@@ -1,0 +1,106 @@
+"""Hybrid retrieval: the vector index over the embeddings cache, the binary prefilter, RRF."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from realmem.read import search
+from realmem.storage import db
+from realmem.write import memories
+from realmem.app import Realmem
+from realmem.projections import index
+
+DIMS = 64
+
+
+def _unit(rng: random.Random) -> list[float]:
+    v = [rng.gauss(0, 1) for _ in range(DIMS)]
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v]
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))
+
+
+@pytest.fixture
+def store(home: Path, repo: Path) -> tuple[Realmem, dict[tuple[str, str], list[float]]]:
+    """300 memories with random unit vectors in the cache of an active space."""
+    app = Realmem.open(home, repo)
+    rng = random.Random(7)
+    vectors = {}
+    for i in range(300):
+        store_id, paths = memories.place(app, "shared", [])
+        m = memories.add(app, f"fact number {i}", f"content {i}", store=store_id, stored_paths=paths, source="add")
+        vectors[(m.store, m.id)] = (m.hash, _unit(rng))
+    with db.transaction(app.conn):
+        index.set_space(app.conn, "test-space", DIMS)
+        for h, v in vectors.values():
+            index.cache_put(app.conn, h, "test-space", v)
+    yield app, {k: v for k, (_, v) in vectors.items()}
+    app.close()
+
+
+def test_exact_knn_orders_by_cosine(store) -> None:  # type: ignore[no-untyped-def]
+    app, vectors = store
+    q = _unit(random.Random(1))
+    got = search.knn(app.conn, q, app.visible_stores(), 10)
+    expected = sorted(vectors, key=lambda k: -_cos(q, vectors[k]))[:10]
+    assert [k for k, _ in got] == expected
+    for key, sim in got:
+        assert sim == pytest.approx(_cos(q, vectors[key]), abs=1e-4)
+
+
+def test_binary_prefilter_reranks_exactly(store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    app, vectors = store
+    assert index.has_binary(app.conn)
+    monkeypatch.setattr(search, "PREFILTER_MIN", 1)  # take the large-space path on a small store
+    rng = random.Random(2)
+    overlaps = []
+    for _ in range(20):
+        q = _unit(rng)
+        got = search.knn(app.conn, q, app.visible_stores(), 10)
+        sims = [s for _, s in got]
+        assert sims == sorted(sims, reverse=True)  # re-ranked by exact cosine
+        for key, sim in got:
+            assert sim == pytest.approx(_cos(q, vectors[key]), abs=1e-4)
+        exact = set(sorted(vectors, key=lambda k: -_cos(q, vectors[k]))[:10])
+        overlaps.append(len(exact & {k for k, _ in got}) / 10)
+    # A 4x shortlist by hamming distance keeps most true neighbours of dense vectors.
+    assert sum(overlaps) / len(overlaps) >= 0.6
+
+
+def test_edited_memory_is_found_by_its_new_vector_only(store) -> None:  # type: ignore[no-untyped-def]
+    app, vectors = store
+    key = next(iter(vectors))
+    old = vectors[key]
+    m = memories.edit(app, key, content="something else entirely")
+    assert search.knn(app.conn, old, app.visible_stores(), 1)[0][0] != key  # old vector no longer maps to it
+    new = _unit(random.Random(99))
+    with db.transaction(app.conn):
+        index.cache_put(app.conn, m.hash, "test-space", new)
+    assert search.knn(app.conn, new, app.visible_stores(), 1)[0][0] == key
+    with db.transaction(app.conn):
+        assert index.prune_embeddings(app.conn) == 1  # the edited memory's old vector
+    assert index.rebuild_vectors(app.conn) == 300
+
+
+def test_changing_the_space_clears_cache_and_index(store) -> None:  # type: ignore[no-untyped-def]
+    app, _ = store
+    with db.transaction(app.conn):
+        assert index.set_space(app.conn, "other-space", 32)
+    assert app.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 0
+    assert search.knn(app.conn, [1.0] + [0.0] * 31, app.visible_stores(), 5) == []
+
+
+def test_rrf_fuses_ranks() -> None:
+    a, b, c = ("s", "a"), ("s", "b"), ("s", "c")
+    hits = search.fuse([[(a, -3.0), (b, -2.0)]], [[(b, 0.9), (c, 0.8)]], k=60)
+    assert [h.key for h in hits] == [b, a, c]  # b is in both lists
+    top = hits[0]
+    assert (top.bm25_rank, top.cos_rank) == (2, 1)
+    assert top.rrf == pytest.approx(1 / 62 + 1 / 61)

@@ -1,0 +1,342 @@
+"""/realmem import (spec: "Import ... marks context files as imported only when the agent actually
+stored facts from them"): begin/finish as the adapter drives them, and the headless import
+through a scripted chat model (FakeChat) with every fact going through the real remember gate
+(FakeSystemOne's heuristic judge).  Real git repo, real SQLite, real loopback servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from realmem.read import prompt
+from realmem.write import importer, memories
+from realmem.app import Realmem, RealmemError
+from realmem.fakes import FakeChat, FakeSystemOne
+from realmem.gate.remember import remember
+
+AGENTS = "# Agents\n\n- Run `make test` before pushing.\n- Migrations live in db/migrations.\n"
+CLAUDE = "# Claude\n\nThe user prefers short answers.\n"
+
+
+@pytest.fixture(autouse=True)
+def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
+
+
+@pytest.fixture
+def files(repo: Path) -> Path:
+    (repo / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    (repo / "CLAUDE.md").write_text(CLAUDE, encoding="utf-8")
+    (repo / "db" / "migrations").mkdir(parents=True)
+    return repo
+
+
+def open_app(home: Path, cwd: Path, session: str) -> Realmem:
+    return Realmem.open(home, cwd, session=session)
+
+
+def store_fact(app: Realmem, caption: str = "Run make test before pushing") -> None:
+    memories.add(app, caption, f"{caption}.", store=app.store_for_scope("shared"), stored_paths=["."],
+                 source="remember")
+
+
+def imported_paths(app: Realmem) -> list[str]:
+    return sorted(r[0] for r in app.conn.execute("SELECT path FROM imported_files"))
+
+
+# --- begin / finish -----------------------------------------------------------------------------------
+
+def test_begin_returns_the_instruction_with_every_context_file(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a:
+        res = importer.begin(a, [])
+    assert res["files"] == [str(files / "AGENTS.md"), str(files / "CLAUDE.md")]
+    assert "realmem_remember" in res["prompt"]
+    assert f'<file path="{files / "AGENTS.md"}">\n{AGENTS}\n</file>' in res["prompt"]
+    assert CLAUDE in res["prompt"]
+    assert "AGENTS.md" in res["text"] and "CLAUDE.md" in res["text"]
+
+
+def test_begin_from_a_subdirectory_finds_the_root_files(home: Path, files: Path) -> None:
+    sub = files / "db"
+    (sub / "AGENTS.md").write_text("# db agents\n", encoding="utf-8")
+    with open_app(home, sub, "s1") as a:
+        res = importer.begin(a, [])
+    assert res["files"] == [str(sub / "AGENTS.md"), str(files / "AGENTS.md"), str(files / "CLAUDE.md")]
+
+
+def test_begin_with_nothing_to_import_and_with_a_missing_file(home: Path, repo: Path) -> None:
+    with open_app(home, repo, "s1") as a:
+        res = importer.begin(a, [])
+        assert res["prompt"] is None and res["files"] == []
+        with pytest.raises(RealmemError, match="not a file"):
+            importer.begin(a, ["NOPE.md"])
+
+
+def test_finish_marks_imported_when_a_fact_was_stored_in_between(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a:
+        importer.begin(a, ["AGENTS.md"])
+        store_fact(a)
+        store_fact(a, "Migrations live in db/migrations")
+        res = importer.finish(a)
+        assert res["imported"] == [str(files / "AGENTS.md")]
+        assert "2 facts stored" in res["text"]
+        assert imported_paths(a) == [str(files / "AGENTS.md")]
+        assert prompt.imported(a, str(files / "AGENTS.md"), AGENTS)
+        assert not prompt.imported(a, str(files / "CLAUDE.md"), CLAUDE)
+        again = importer.finish(a)
+        assert again["imported"] == [] and "already finished" in again["text"]
+
+
+def test_finish_without_a_stored_fact_marks_nothing(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a:
+        store_fact(a, "Stored before the import began")
+        importer.begin(a, [])
+        res = importer.finish(a)
+        assert res["imported"] == [] and "No facts were stored" in res["text"]
+        assert imported_paths(a) == []
+
+
+def test_a_refused_fact_does_not_count(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a:
+        importer.begin(a, [])
+        out = remember(a, "Deploy token", "Use token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 to deploy.")
+        assert out.action == "refuse"
+        assert importer.finish(a)["imported"] == []
+
+
+def test_facts_stored_by_another_session_do_not_count(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a, open_app(home, files, "s2") as b:
+        importer.begin(a, ["AGENTS.md"])
+        store_fact(b)  # another Pi session stores a fact meanwhile
+        assert importer.finish(a)["imported"] == []
+        assert imported_paths(a) == []
+
+
+def test_finish_without_begin(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a, open_app(home, files, "s2") as b:
+        importer.begin(b, [])
+        assert importer.finish(a) == {"text": "No import is in progress.", "imported": []}
+
+
+def test_another_sessions_finished_import_does_not_finish_this_one(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a, open_app(home, files, "s2") as b:
+        importer.begin(a, ["AGENTS.md"])
+        importer.begin(b, ["CLAUDE.md"])
+        store_fact(b, "The user prefers short answers")
+        assert importer.finish(b)["imported"] == [str(files / "CLAUDE.md")]
+        store_fact(a)
+        res = importer.finish(a)
+        assert res["imported"] == [str(files / "AGENTS.md")], res["text"]
+        assert imported_paths(a) == [str(files / "AGENTS.md"), str(files / "CLAUDE.md")]
+
+
+def test_a_file_edited_during_the_import_is_marked_with_its_new_content(home: Path, files: Path) -> None:
+    with open_app(home, files, "s1") as a:
+        importer.begin(a, ["AGENTS.md"])
+        store_fact(a)
+        (files / "AGENTS.md").write_text(AGENTS + "- New rule.\n", encoding="utf-8")
+        importer.finish(a)
+        assert prompt.imported(a, "AGENTS.md", AGENTS + "- New rule.\n")
+
+
+def test_an_imported_unchanged_file_is_not_imported_again_unless_forced(home: Path, files: Path) -> None:
+    agents = files / "AGENTS.md"
+    with open_app(home, files, "s1") as a:
+        importer.begin(a, ["AGENTS.md"])
+        store_fact(a)
+        assert importer.finish(a)["imported"] == [str(agents)]
+        events = a.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        again = importer.begin(a, ["AGENTS.md"])
+        assert again == {"prompt": None, "files": [], "skipped": [str(agents)],
+                         "text": "AGENTS.md is already imported and unchanged since; nothing to do "
+                                 "(/realmem import --force imports again)."}
+        assert a.conn.execute("SELECT count(*) FROM events").fetchone()[0] == events  # no import started
+        # Without file arguments the other, never imported file is still imported.
+        both = importer.begin(a, [])
+        assert both["files"] == [str(files / "CLAUDE.md")] and both["skipped"] == [str(agents)]
+        assert "Skipped AGENTS.md: already imported and unchanged." in both["text"]
+        assert AGENTS not in both["prompt"]
+        forced = importer.begin(a, ["AGENTS.md"], force=True)
+        assert forced["files"] == [str(agents)] and AGENTS in forced["prompt"]
+        # A forced run that stores nothing new leaves the earlier import standing, and says so.
+        res = importer.finish(a)
+        assert res == {"text": "No new facts were stored; AGENTS.md stays imported from the earlier import.",
+                       "imported": []}
+        assert prompt.imported(a, str(agents), AGENTS)
+        agents.write_text(AGENTS + "- New rule.\n", encoding="utf-8")
+        changed = importer.begin(a, ["AGENTS.md"])
+        assert changed["files"] == [str(agents)] and changed["skipped"] == []
+
+
+# --- headless import through a chat model ----------------------------------------------------------
+
+@pytest.fixture
+def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeSystemOne, FakeChat]]:
+    with FakeSystemOne() as s1, FakeChat(heuristic=False) as chat:
+        monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
+        monkeypatch.setenv("REALMEM_REWRITER_URL", chat.url)
+        yield s1, chat
+
+
+def facts_json(*facts: dict) -> str:  # type: ignore[type-arg]
+    return "Here are the facts:\n" + json.dumps({"facts": list(facts)})
+
+
+def test_import_headless_stores_facts_through_the_gate(home: Path, files: Path,
+                                                       servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    s1, chat = servers
+    chat.script([facts_json(
+        {"caption": "Run make test before pushing", "content": "Run `make test` before every push.",
+         "paths": [], "scope": "shared"},
+        {"caption": "Migrations live in db/migrations", "content": "Database migrations are in db/migrations.",
+         "paths": ["db/migrations"], "scope": "shared"},
+        {"caption": "Deploy token", "content": "Deploy with ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8.",
+         "paths": [], "scope": "shared"},
+    )])
+    progress: list[tuple[int, int, str]] = []
+    with open_app(home, files, "cli") as a:
+        rep = importer.import_headless(a, ["AGENTS.md"], progress=lambda d, t, f: progress.append((d, t, f)))
+        assert rep["files"] == [str(files / "AGENTS.md")] and rep["stored"] == 2
+        assert len(rep["outcomes"]) == 3 and rep["outcomes"][2].startswith("Refused")
+        mems = {m.caption: m.paths for m in a.memories()}
+        assert mems == {"Run make test before pushing": ["."], "Migrations live in db/migrations": ["db/migrations"]}
+        assert prompt.imported(a, str(files / "AGENTS.md"), AGENTS)
+        assert not prompt.imported(a, str(files / "CLAUDE.md"), CLAUDE)
+    assert progress == [(1, 3, "AGENTS.md"), (2, 3, "AGENTS.md"), (3, 3, "AGENTS.md")]
+    judged = [r for r in s1.requests if r.path == "/v1/systemone"]
+    assert judged, "the facts did not go through the SemIf gate"
+    sent = [r for r in chat.requests if r.path == "/v1/chat/completions"][0].body["messages"]
+    assert sent[0]["role"] == "system" and "JSON" in sent[0]["content"]
+    assert sent[1]["content"] == f"File AGENTS.md:\n\n{AGENTS}"
+
+
+def test_import_headless_with_no_stored_fact_marks_nothing(home: Path, files: Path,
+                                                           servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    chat.script([facts_json(), json.dumps({"facts": [{"caption": "x"}, "not a fact"]})])
+    with open_app(home, files, "cli") as a:
+        rep = importer.import_headless(a, [])
+        assert rep["files"] == [] and rep["stored"] == 0
+        assert rep["outcomes"] == ["Skipped a fact from CLAUDE.md: content is empty: give the fact itself"]
+        assert imported_paths(a) == []
+
+
+def test_a_malformed_fact_is_skipped_and_the_others_are_stored(home: Path, files: Path,
+                                                               servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    chat.script([facts_json({"caption": "Run make test before pushing", "content": ""},
+                            {"caption": "Migrations live in db/migrations",
+                             "content": "Database migrations are in db/migrations.", "paths": ["db/migrations"]})])
+    with open_app(home, files, "cli") as a:
+        rep = importer.import_headless(a, ["AGENTS.md"])
+        assert rep["stored"] == 1 and rep["files"] == [str(files / "AGENTS.md")]
+        assert rep["outcomes"][0].startswith("Skipped a fact from AGENTS.md: content is empty")
+        assert [m.caption for m in a.memories()] == ["Migrations live in db/migrations"]
+
+
+def test_import_headless_through_the_pi_bridge(home: Path, files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeSystemOne() as s1, FakeChat(heuristic=False, any_model=True, key="bridge-token") as chat:
+        monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
+        (home / "bridge").mkdir()
+        (home / "bridge" / f"{os.getpid()}.json").write_text(
+            json.dumps({"url": chat.url, "token": "bridge-token", "pid": os.getpid()}), encoding="utf-8")
+        chat.script([facts_json({"caption": "The user prefers short answers",
+                                 "content": "Keep answers short.", "scope": "global"})])
+        with open_app(home, files, "cli") as a:
+            rep = importer.import_headless(a, ["CLAUDE.md"])
+            assert rep["stored"] == 1
+            assert [m.store for m in a.memories()] == ["global"]
+        assert chat.requests[0].headers["authorization"] == "Bearer bridge-token"
+
+
+def test_import_headless_without_a_chat_model_errors_clearly(home: Path, files: Path) -> None:
+    with open_app(home, files, "cli") as a:
+        with pytest.raises(RealmemError, match="needs a chat model: set rewriter.url"):
+            importer.import_headless(a, [])
+        assert imported_paths(a) == [] and a.memories() == []
+    env = {**os.environ, "REALMEM_HOME": str(home)}
+    res = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files), "import"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 1
+    assert "realmem: importing without Pi needs a chat model" in res.stderr
+
+
+def test_import_headless_when_the_chat_model_fails(home: Path, files: Path,
+                                                   servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    chat.fail_next(503, n=10)
+    with open_app(home, files, "cli") as a:
+        with pytest.raises(RealmemError, match="could not split AGENTS.md"):
+            importer.import_headless(a, ["AGENTS.md"])
+        assert imported_paths(a) == []
+
+
+def test_cli_import(home: Path, files: Path, servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    chat.script([facts_json({"caption": "The user prefers short answers", "content": "Keep answers short.",
+                             "scope": "personal"})])
+    env = {**os.environ, "REALMEM_HOME": str(home)}
+    res = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files), "import",
+                          "CLAUDE.md"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "Imported CLAUDE.md: 1 fact stored; realmem now replaces it in the prompt." in res.stdout
+    with open_app(home, files, "t") as a:
+        assert imported_paths(a) == [str(files / "CLAUDE.md")]
+
+
+def test_cli_import_skips_an_imported_unchanged_file_unless_forced(home: Path, files: Path,
+                                                                   servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    fact = facts_json({"caption": "The user prefers short answers", "content": "Keep answers short.",
+                       "scope": "personal"})
+    chat.script([fact, fact])
+    env = {**os.environ, "REALMEM_HOME": str(home)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files), "import",
+                               "CLAUDE.md", *args], capture_output=True, text=True, env=env, timeout=300)
+
+    assert run().returncode == 0
+    asked = len([r for r in chat.requests if r.path == "/v1/chat/completions"])
+    res = run()
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ("CLAUDE.md is already imported and unchanged since; nothing to do "
+                          "(realmem import --force imports again).\n")
+    assert len([r for r in chat.requests if r.path == "/v1/chat/completions"]) == asked  # the model was not asked
+    forced = run("--force")
+    assert forced.returncode == 0, forced.stderr
+    assert len([r for r in chat.requests if r.path == "/v1/chat/completions"]) == asked + 1
+
+
+def test_a_reply_without_a_facts_list_is_a_clear_error(home: Path, files: Path,
+                                                       servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    """A model that answers in another shape (here a rewrite's {caption, content}) is named as
+    the cause, instead of a bare "No facts were stored"."""
+    _, chat = servers
+    chat.script([json.dumps({"caption": "Agents", "content": "Run make test before pushing."})])
+    with open_app(home, files, "cli") as a:
+        with pytest.raises(RealmemError, match='could not split AGENTS.md: its reply has no "facts" list'):
+            importer.import_headless(a, ["AGENTS.md"])
+        assert imported_paths(a) == [] and a.memories() == []
+
+
+def test_cli_import_with_the_unscripted_fake_chat(home: Path, files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's local trial (`python -m realmem.fakes --semif --embeddings --chat`): the
+    fake chat model's heuristic splits a context file into one fact per bullet or paragraph."""
+    with FakeSystemOne() as s1, FakeChat() as chat:
+        env = {**os.environ, "REALMEM_HOME": str(home), "REALMEM_SEMIF_URL": s1.url,
+               "REALMEM_REWRITER_URL": chat.url}
+        res = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files), "import",
+                              "AGENTS.md"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Imported AGENTS.md: 2 facts stored" in res.stdout
+    with open_app(home, files, "t") as a:
+        assert sorted(m.content for m in a.memories()) == ["Migrations live in db/migrations.",
+                                                           "Run `make test` before pushing."]
+        assert imported_paths(a) == [str(files / "AGENTS.md")]
