@@ -74,13 +74,18 @@ export function splitPaths(value: string): string[] {
 		.filter(Boolean);
 }
 
-/** Hidden tools when the core cannot say (it is down): the spec's default. */
+/** Hidden tools when the core cannot say (it is down): the core's default of `hiddenTools`. */
 export const DEFAULT_HIDDEN_TOOLS = ["ctx_memory"];
 
 /**
- * Timeouts by method. The child serves one request at a time, so a short timeout on the hot path
- * (path notes after every tool call) keeps a slow remember from stalling tools for long. Long
- * maintenance runs report progress and are cancelled by the user, not by a clock.
+ * Timeouts by method. The child serves requests on two threads, each one at a time in arrival
+ * order: the quick methods (path notes after every tool call, prompt section, show, edit...) on
+ * its main thread, the ones that may wait on the network or run long (remember, recall, debug,
+ * retry, embed, reindex, consolidate, import_*, prune_paths, manage_list, settings_models,
+ * settings_test) on a second one; a reader thread acts on cancel at once. A quick method waits
+ * only behind other quick ones, so its short timeout catches a stuck core; a slow one may wait
+ * behind another slow one. Long maintenance runs report progress and are cancelled by the
+ * user, not by a clock.
  */
 const TIMEOUTS: Record<string, number> = {
 	hello: 15_000,

@@ -87,7 +87,8 @@ export class Realmem {
 		this.applyHiddenTools();
 		if (!this.hello) return;
 		// The rest may take a moment (store scan, worker start) and needs no ordering with the
-		// user: the child answers requests in order, so the first prompt_section comes after it.
+		// user: the child answers quick methods in order on one thread (session_start and
+		// prompt_section are both quick), so the first prompt_section comes after it.
 		this.background = this.startBackground(ctx, this.hello);
 	}
 

@@ -144,7 +144,7 @@ export class RpcClient {
 				entry.timer = setTimeout(() => {
 					if (!this.pending.delete(id)) return;
 					entry.cleanup();
-					// The child works through requests in order, so it may still answer later;
+					// The child works through requests in order (on its quick or its slow thread), so it may still answer later;
 					// that late answer is dropped because the id is no longer pending.
 					rejectPromise(new RpcError(RpcCode.timeout, `realmem ${method} timed out after ${timeoutMs} ms`));
 				}, timeoutMs);

@@ -13,7 +13,7 @@ export interface ToolHost {
 	recentPaths(): string[];
 }
 
-/** Scope names as the core's CLI spells them (DESIGN.md section 7). */
+/** Scope names as the core's CLI spells them (`realmem remember --scope global|shared|personal`). */
 const Scope = StringEnum(["global", "shared", "personal"] as const, {
 	description:
 		"global: every project (user preferences, general knowledge); shared: this project, committed with it (setup, conventions, architecture); personal: this project on this machine only (local paths, workarounds)",

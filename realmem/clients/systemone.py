@@ -1,4 +1,7 @@
-"""Client for the TypeSafe "System One" judge API (SemIf), see DESIGN.md section 4.
+"""Client for the TypeSafe "System One" judge API (SemIf): ``POST {base}/v1/systemone`` with
+named noul / choice / score questions, ``GET {base}/v1/models``, bearer auth (the wire format is
+spelled out in ``realmem.fakes.systemone``).  Servers differ in their limits (TypeSafe: choice up
+to 255 options, score 2-10 levels; SemIf: choice 2-16 options).
 
 One ``ask`` may carry more questions than a server accepts per request, so questions are sent
 in groups of ``max_questions``; a group the server still refuses as too large (422) is halved

@@ -34,7 +34,7 @@ def append(conn: apsw.Connection, event: Event, *, session: str | None = None, t
 
 def _envelope(row: tuple) -> Envelope:
     seq, t, type_name, pid, session, payload = row
-    # orjson: decoding payloads is most of replay's fold time (DESIGN.md: >= 20k events/s).
+    # orjson: decoding payloads is most of replay's fold time (the budget: >= 20k events/s).
     return Envelope(seq, t, pid, session, from_payload(type_name, orjson.loads(payload)))
 
 

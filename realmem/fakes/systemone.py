@@ -1,4 +1,13 @@
-"""Fake SemIf / TypeSafe System One server speaking the exact wire format of DESIGN.md section 4.
+"""Fake SemIf / TypeSafe System One server speaking the exact wire format of the real one.
+
+``POST /v1/systemone`` takes ``{"model", "state", "questions": {name: {"type": "noul" | "choice"
+| "score", "instructions", "criteria"}}}`` (criteria: option key -> description for choice, in
+order; the level descriptions low to high for score) and answers ``{"model", "answers": {name:
+...}, "usage"}``: ``{"type": "noul", "noul": P(true)}``, ``{"type": "choice", "choice",
+"probabilities", "confidence"}`` or ``{"type": "score", "score", "legend", "probabilities",
+"confidence"}``.  ``GET /v1/models`` lists ``{"models": [{"name", "description",
+"release_date"}]}``.  Auth is ``Authorization: Bearer KEY``; errors are 401 (bad key), 422
+(invalid or too large) and 503 with ``retry-after`` while loading.
 
 Requests are validated strictly (unknown fields, wrong types, option and level counts,
 questions per request) so client drift shows up as a 422, as it would against the real

@@ -600,7 +600,7 @@ def _safe_holder(exc: LockTimeout) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def _timed(trace: dict[str, Any], name: str) -> Iterator[None]:
     """Time spent waiting on an outside service, kept apart in the trace: the gate's own
-    overhead budget excludes it (DESIGN.md section 6)."""
+    overhead budget (p95 <= 50 ms at 10k memories, <= 80 ms at 100k) excludes it."""
     start = time.perf_counter()
     try:
         yield

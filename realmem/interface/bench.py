@@ -1,4 +1,4 @@
-"""`realmem bench`: the performance budgets of DESIGN.md section 6, measured on synthetic stores.
+"""`realmem bench`: the performance budgets (``BUDGETS`` below), measured on synthetic stores.
 
 Each size gets a fresh temporary REALMEM_HOME and git project.  The store is built the way
 realmem builds any state, by appending events and replaying them (so replay speed is measured
@@ -507,7 +507,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
 # --- the table ---------------------------------------------------------------------------------
 
 def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every row of issue 13's table (plus DESIGN.md section 6's others): the measured figure,
+    """Every performance budget as a row: the measured figure,
     the floor measured in the same run where there is one, the target, and the ratio of the
     figure to its target (<= 1 meets it)."""
     out: list[dict[str, Any]] = []
@@ -568,7 +568,8 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row(n, "MCP recall over stdio p95", mcp["p95_ms"], "ms", None, target_text="(reported)")
         rec = r.get("recall")
         if rec:
-            row(n, "recall in process p95", rec["p95_ms"], "ms", budget("recall", n), target_text="(DESIGN)")
+            row(n, "recall in process p95", rec["p95_ms"], "ms", budget("recall", n),
+                target_text=f"<= {budget('recall', n):g} ms" if budget("recall", n) else "(reported)")
         rp = r.get("replay")
         if rp:
             row(n, "replay", rp["events_per_s"], "events/s", 20_000, target_text=">= 20000/s", higher_is_better=True)
@@ -587,7 +588,11 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-# DESIGN.md section 6: budgets at 10k memories, plus recall at 100k and replay at any size.
+# Budgets in ms at 10k memories, plus recall in process at 100k (``budget``).  The rows above
+# carry the product's targets (path-note hook p95 <= 5 ms, store open <= 250 ms, gate p95
+# <= 50 ms or 80 ms at 100k, replay >= 20k events/s, rpc ready <= 500 ms, RSS <= 150 MB).
+# Absolute times vary between machines, so where a floor exists (raw FTS5, `python -c pass`)
+# it is measured in the same run and the ratio printed.
 BUDGETS = {"path_notes_rpc": 10.0, "recall": 25.0, "gate": 50.0, "store_open": 200.0, "claude_hook": 50.0}
 RECALL_RATIO = 3.0  # recall over rpc, hits counted, against raw FTS5 in the same run
 

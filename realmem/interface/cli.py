@@ -1,7 +1,9 @@
 """The `realmem` command line: every /realmem subcommand headless, plus replay, audit,
-events, worker, rpc and bench (DESIGN.md section 7).  A thin layer over ``realmem.interface.commands``
-and ``realmem.interface.tools``, which the rpc child calls too.  Each command imports what it needs inside
-its body, so `realmem rpc` and `realmem worker` start without loading the whole gate.
+events, worker, rpc, mcp, hook-server, install, bench and eval.  A thin layer over
+``realmem.interface.commands`` and ``realmem.interface.tools``, which the rpc child calls too:
+a command parses its arguments, calls one function, asks for confirmation where it writes,
+and prints the text (or the details with --json).  Each command imports what it needs inside its body, so `realmem rpc`
+and `realmem worker` start without loading the whole gate.
 
 Exit codes: 0 success, 1 refused or not found, 2 usage error.
 """
@@ -19,7 +21,7 @@ from realmem import errors, logs
 from realmem.stores import ids
 from realmem.agents.install import install
 from realmem.app import Realmem, RealmemError
-from realmem.config import DEFAULTS, Config, home_dir, override
+from realmem.config import Config, home_dir, override
 from realmem.stores.project import SCOPES
 from realmem.words import count
 
@@ -33,7 +35,7 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
     _out(result["details"]) if as_json else click.echo(result["text"])
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
+def _fail(message: str, code: int = errors.REFUSED) -> NoReturn:
     click.echo(f"realmem: {message}", err=True)
     sys.exit(code)
 
@@ -48,7 +50,7 @@ class Ctx:
     def app(self, *, scan: bool = True) -> Realmem:
         if self._app is None:
             if self.cwd is not None and not Path(self.cwd).is_dir():  # never invent a project there
-                _fail(f"--cwd {self.cwd} is not an existing directory", 2)
+                raise errors.UsageError(f"--cwd {self.cwd} is not an existing directory")
             self._app = Realmem.open(self.home, self.cwd, scan=scan)
         return self._app
 
@@ -127,28 +129,14 @@ def _remember_options(f):  # type: ignore[no-untyped-def]
 
 def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
               as_json: bool, source: str) -> None:
-    from realmem.gate.remember import remember
-    out = remember(c.app(), caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                   source=source)
-    if as_json:
-        _out({"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
-              "queued": out.queued, "text": out.text, "warnings": out.warnings})
-    else:
-        click.echo(out.text)
-    if out.action in ("refuse", "reject"):
-        sys.exit(1)
-    _warn_missing_paths(c.app(), paths)
-
-
-def _warn_missing_paths(app: Realmem, raw: tuple[str, ...]) -> None:
-    """A path that names nothing is kept (it may be written later), but a typo should not pass
-    silently: the same check as the add screen's paths step, on stderr."""
-    from realmem.stores import paths as paths_mod
-    from realmem.write import memories  # lazily, as every command here: a light CLI start
-    for p in raw:
-        item = paths_mod.check_input(p, cwd=app.cwd, home=memories.user_home())
-        if item["kind"] == "missing":
-            click.echo(f"warning: {item['warning']}", err=True)
+    from realmem.interface import commands
+    out = commands.remember(c.app(), caption=caption, content=content, scope=scope, paths=paths,
+                            user_requested=user_requested, source=source)
+    _print(out, as_json)
+    if out["details"]["action"] in ("refuse", "reject"):
+        sys.exit(errors.REFUSED)
+    if warned := commands.check_paths(c.app(), paths)["text"]:  # the add screen's paths check, on stderr
+        click.echo(warned, err=True)
 
 
 @cli.command()
@@ -208,22 +196,12 @@ def retry(c: Ctx) -> None:
 def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tuple[str, ...], scope: str | None,
            page: int, as_json: bool) -> None:
     """Hybrid search, ranked by path, then used, then relevance."""
-    from realmem.read import freshness
-    from realmem.read import recall as r
-    from realmem.read.render import memory_json, recall_text
-    queries = [" ".join(query)] if query else []
-    res = r.recall(c.app(), queries=queries, raw_paths=list(paths), id_values=list(id_values), page=page, scope=scope)
-    stale = freshness.flags_text(c.app(), [i.memory for i in res.items])
-    if as_json:
-        _out({"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors, "notes": res.notes,
-              "message": None if res.items else r.nothing_found(res),
-              "items": [memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
-                                                               "stale": stale.get((i.memory.store, i.memory.id))}
-                        for i in res.items]})
-    else:
-        click.echo(recall_text(res, stale))
-    if not res.items and (id_values or res.errors):
-        sys.exit(1)
+    from realmem.interface import commands
+    found = commands.recall(c.app(), queries=[" ".join(query)] if query else [], paths=paths, id_values=id_values,
+                            page=page, scope=scope)
+    _print(found, as_json)
+    if found["failed"]:
+        sys.exit(errors.REFUSED)
 
 
 @cli.command(name="list")
@@ -233,20 +211,8 @@ def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tu
 @pass_ctx
 def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
     """Every memory, sorted by path, then used."""
-    from realmem.read import recall as r
-    from realmem.read.render import memory_json, table
-    res = r.listing(c.app(), page=page, scope=scope)
-    if as_json:
-        _out({"page": res.page, "pages": res.pages, "total": res.total,
-              "items": [memory_json(i.memory, i.used_count) for i in res.items]})
-        return
-    if not res.items:
-        click.echo(r.nothing_found(res) if res.past_end and res.total else "No memories yet.")
-        return
-    rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
-             i.memory.caption] for i in res.items]
-    click.echo(table(["id", "scope", "paths", "used", "caption"], rows))
-    click.echo(f"page {res.page} of {res.pages} · {count(res.total, 'memory')}")
+    from realmem.interface import commands
+    _print(commands.listing(c.app(), page=page, scope=scope), as_json)
 
 
 @cli.command()
@@ -256,23 +222,7 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
 def show(c: Ctx, id_value: str, as_json: bool) -> None:
     """One memory with its metadata."""
     from realmem.interface import commands
-    shown = commands.show(c.app(), id_value)
-    if as_json:
-        _out(shown["details"])
-        return
-    d = shown["details"]
-    click.echo(f"{d['id']}  {d['caption']}")
-    click.echo(f"scope {d['scope']} · paths {', '.join(d['paths'])} · used {d['used_count']} · "
-               f"shown {d['path_inject_count']}")
-    click.echo(f"file {d['file_path']}")
-    if d["urgency"]:
-        click.echo(f"urgency {d['urgency']['score']:.2f} ({d['urgency']['source']})")
-    if d["stale"]:
-        click.echo(f"⚠ {d['stale']['text']}")
-    if d["quarantined"]:
-        click.echo(f"QUARANTINED: {d['quarantined']}")
-    click.echo("")
-    click.echo(d["content"])
+    _print(commands.show_text(c.app(), id_value), as_json)
 
 
 @cli.command()
@@ -286,7 +236,7 @@ def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
         raise RealmemError(done["text"])
     click.echo(done["text"])
     if done["details"]["errors"]:
-        sys.exit(1)
+        sys.exit(errors.REFUSED)
 
 
 @cli.command()
@@ -303,9 +253,8 @@ def status(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def scan(c: Ctx) -> None:
     """Read every fact file changed outside realmem now (session start does this too)."""
-    from realmem.write import observe
-    events = observe.scan_stores(c.app(scan=False))
-    click.echo(f"{count(len(events), 'change')} recorded.")
+    from realmem.interface import commands
+    click.echo(commands.scan(c.app(scan=False))["text"])
 
 
 # --- the log ------------------------------------------------------------------------------
@@ -428,16 +377,14 @@ def embed(c: Ctx) -> None:
 @pass_ctx
 def consolidate(c: Ctx, scopes: tuple[str, ...], no_paths: bool, as_json: bool) -> None:
     """Shrink and clean the memory base (Ctrl-C cancels and writes nothing)."""
-    from realmem.jobs.consolidate import Report, consolidate as run, render_report
-    app = c.app()
+    from realmem.interface import commands
     try:
-        report = run(app, stores=list(scopes) or None, revise_paths=not no_paths,
-                     progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
+        done = commands.consolidate(c.app(), stores=scopes, revise_paths=not no_paths,
+                                    progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
     except KeyboardInterrupt:
-        report = Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(), cancelled=True)
-        _out(report.to_json()) if as_json else click.echo(render_report(report))
-        sys.exit(1)
-    _out(report.to_json()) if as_json else click.echo(render_report(report))
+        _print(commands.consolidate_cancelled(c.app(), scopes), as_json)
+        sys.exit(errors.REFUSED)
+    _print(done, as_json)
 
 
 @cli.group()
@@ -450,16 +397,13 @@ def settings() -> None:
 @pass_ctx
 def settings_show(c: Ctx, as_json: bool) -> None:
     """Every setting: section, value (keys masked), source (default, file, env)."""
-    from realmem.read.render import table
-    from realmem.interface.settings import describe
-    items = describe(Config(home_dir(c.home)))
-    if as_json:
+    from realmem.interface import settings as st
+    shown = st.show(Config(home_dir(c.home)))
+    if as_json:  # keyed by setting, for scripts (`jq '."gate.importance".value'`)
         _out({i["key"]: {"value": i["value"], "source": i["source"], **({"problem": i["problem"]} if i["problem"] else {})}
-              for i in items})
+              for i in shown["details"]["items"]})
         return
-    click.echo(table(["section", "key", "value", "source"],
-                     [[i["group"], i["key"], i["problem"] or (json.dumps(i["value"]) if not isinstance(i["value"], str)
-                                                             else i["value"] or "—"), i["source"]] for i in items]))
+    click.echo(shown["text"])
 
 
 @settings.command(name="set")
@@ -468,10 +412,8 @@ def settings_show(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def settings_set(c: Ctx, key: str, value: str) -> None:
     """Set KEY to VALUE in config.json (keys may be $VAR or env:VAR)."""
-    if key not in DEFAULTS:
-        _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
-    Config(home_dir(c.home)).set(key, value)
-    click.echo(f"{key} set.")
+    from realmem.interface import settings as st
+    click.echo(st.set_value(Config(home_dir(c.home)), key, value)["text"])
 
 
 @settings.command(name="unset")
@@ -479,24 +421,18 @@ def settings_set(c: Ctx, key: str, value: str) -> None:
 @pass_ctx
 def settings_unset(c: Ctx, key: str) -> None:
     """Reset KEY to its default (remove it from config.json)."""
-    held = Config(home_dir(c.home)).unset(key)
-    if key in DEFAULTS:
-        click.echo(f"{key} reset to its default.")
-    elif held:  # a setting this version no longer knows
-        click.echo(f"{key} removed from config.json.")
-    else:  # a typo must not look like a reset of the meant setting
-        _fail(f"unknown setting {key!r}; see `realmem settings show`", 2)
+    from realmem.interface import settings as st
+    click.echo(st.unset(Config(home_dir(c.home)), key)["text"])
 
 
 @settings.command(name="test")
 @pass_ctx
 def settings_test(c: Ctx) -> None:
     """Connectivity test of every configured endpoint."""
-    from realmem.interface.settings import test_endpoints
-    results = test_endpoints(Config(home_dir(c.home)))
-    for r in results:
-        click.echo(f"{'ok ' if r['ok'] else 'FAIL'}  {r['endpoint']:<9} {r['message']}")
-    sys.exit(0 if all(r["ok"] for r in results) else 1)
+    from realmem.interface import settings as st
+    tested = st.connectivity(Config(home_dir(c.home)))
+    click.echo(tested["text"])
+    sys.exit(errors.REFUSED if tested["failed"] else 0)
 
 
 @settings.command(name="models")
@@ -504,9 +440,9 @@ def settings_test(c: Ctx) -> None:
 @pass_ctx
 def settings_models(c: Ctx, endpoint: str) -> None:
     """List the models the endpoint's /v1/models offers."""
-    from realmem.interface.settings import list_endpoint_models
-    for name in list_endpoint_models(Config(home_dir(c.home)), endpoint):
-        click.echo(name)
+    from realmem.interface import settings as st
+    if listed := st.models(Config(home_dir(c.home)), endpoint)["text"]:
+        click.echo(listed)
 
 
 @cli.command(name="import")
@@ -518,21 +454,12 @@ def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
 
     Example: realmem import AGENTS.md
     """
-    from realmem.write.importer import already_text, import_headless
-    rep = import_headless(c.app(), list(files), progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True),
-                          force=force)
-    if rep["skipped"]:
-        click.echo(already_text([Path(f) for f in rep["skipped"]], "realmem import"))
-        if not rep["outcomes"]:
-            return
-    for line in rep["outcomes"]:
-        click.echo(line)
-    if rep["files"]:
-        click.echo(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {count(rep['stored'], 'fact')} stored; "
-                   f"realmem now replaces {'it' if len(rep['files']) == 1 else 'them'} in the prompt.")
-    else:
-        click.echo("No facts were stored, so nothing is marked imported.")
-        sys.exit(1)
+    from realmem.interface import commands
+    done = commands.import_files(c.app(), files, force=force,
+                                 progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True))
+    click.echo(done["text"])
+    if done["failed"]:
+        sys.exit(errors.REFUSED)
 
 
 @cli.command(name="prune-paths")
@@ -547,7 +474,7 @@ def prune_paths(c: Ctx, yes: bool) -> None:
     if not plan["details"]["changes"]:
         return
     if not yes and not click.confirm("Apply these changes?", default=False):
-        sys.exit(1)
+        sys.exit(errors.REFUSED)
     done = commands.prune_paths(app, apply=True)["details"]["changes"]
     click.echo(f"Pruned {count(len(done), 'memory')}.")
 
@@ -558,28 +485,19 @@ def prune_paths(c: Ctx, yes: bool) -> None:
 @pass_ctx
 def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
     """Check whether .pi/realmem is ignored by git and append the verified fix."""
-    from realmem.write import gitignore
+    from realmem.interface import commands
     app = c.app(scan=False)
-    if app.project is None or not app.project.is_git:
-        click.echo("Not a git repository: nothing to check.")
+    checked = commands.gitignore_check(app, offer_fix=not check_only)
+    click.echo(checked["text"])
+    if not checked["details"]["ignored"]:
         return
-    st = gitignore.check(app.project.root)
-    if not st.ignored:
-        click.echo(".pi/realmem is not ignored by git: shared memories will be committed.")
-        return
-    click.echo(st.warning(hint=check_only) or "")
-    if check_only:
-        sys.exit(1)
-    if st.fix is None:
-        sys.exit(1)
-    click.echo(f"Fix: append to {st.fix.file}:")
-    for line in st.fix.lines:
-        click.echo(f"  {line}")
+    if check_only or checked["details"]["fix"] is None:
+        sys.exit(errors.REFUSED)
     if not yes and not click.confirm("Append it?", default=False):
-        sys.exit(1)
-    after = gitignore.apply_fix(app.project.root, st.fix)
-    click.echo("Fixed: .pi/realmem is no longer ignored." if not after.ignored else "Still ignored!")
-    sys.exit(0 if not after.ignored else 1)
+        sys.exit(errors.REFUSED)
+    after = commands.gitignore_fix(app)["details"]
+    click.echo("Fixed: .pi/realmem is no longer ignored." if not after["ignored"] else "Still ignored!")
+    sys.exit(errors.REFUSED if after["ignored"] else 0)
 
 
 @cli.command()
@@ -590,16 +508,9 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
 def manage(c: Ctx, query: tuple[str, ...], semantic: bool, as_json: bool) -> None:
     """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path;
     Δ changed in git since written; Q quarantined)."""
-    from realmem.interface import manage as mg
-    from realmem.read.render import table
-    items = mg.items(c.app(), query=" ".join(query) or None, semantic=semantic)
-    if as_json:
-        _out(items)
-        return
-    rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + (mg.STALE if r["stale"] else " ")
-             + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
-             ", ".join(r["paths"]), r["used_count"], r["caption"]] for r in items]
-    click.echo(table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories.")
+    from realmem.interface import commands
+    listed = commands.manage_list(c.app(), query=" ".join(query) or None, semantic=semantic)
+    _out(listed["details"]["items"]) if as_json else click.echo(listed["text"])
 
 
 @cli.command()
@@ -720,14 +631,14 @@ def eval_recall(modes: tuple[str, ...], set_path: Path | None, as_json: bool) ->
 
 def main() -> None:
     if (bad := _bad_argument()) is not None:
-        _fail(bad, 2)
+        _fail(bad, errors.USAGE)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.UsageError as exc:
         exc.show()
-        sys.exit(2)
+        sys.exit(errors.USAGE)
     except click.exceptions.Abort:
-        sys.exit(1)
+        sys.exit(errors.REFUSED)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except SystemExit:

@@ -1,5 +1,8 @@
-"""The user's commands (show, edit, move, approve, forget, reindex, embed, retry, debug,
-prune-paths): one function each, returning ``{"text", "details"}``.
+"""The user's commands (show, edit, move, approve, reindex, embed, retry, debug, prune-paths,
+recall, list, remember, scan, manage, consolidate, import, check-paths, the gitignore check
+and fix): one function each, returning ``{"text", "details"}`` (and ``failed`` where the CLI
+exits 1 after printing).  The settings commands live in ``realmem.interface.settings``, which
+the CLI loads without the gate.
 
 The CLI (click) and the rpc child both call these, so the glue and the wording of a command
 live once; the front ends only parse arguments, ask for confirmation and print.  The five
@@ -10,18 +13,20 @@ model-facing tools have the same shape and live in ``realmem.interface.tools``. 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from realmem import frontend
-from realmem.interface import manage
-from realmem.read import embedder, missing, render
+from realmem.interface import manage, tools
+from realmem.read import embedder, missing, recall as recall_mod, render
 from realmem.storage import db
-from realmem.stores import ids
-from realmem.write import memories
+from realmem.stores import ids, paths as paths_mod
+from realmem.write import gitignore, importer, memories, observe
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
+from realmem.jobs import consolidate as consolidate_mod
 from realmem.projections import index
-from realmem.gate.remember import remember, render_trace, retry as retry_queued
+from realmem.gate.remember import remember as remember_mod, render_trace, retry as retry_queued
 from realmem.words import count
 
 Result = dict[str, Any]
@@ -104,7 +109,161 @@ def retry(app: Realmem, progress: Callable[[int, int], None] | None = None) -> R
 def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
           user_requested: bool = False, write: bool = False) -> Result:
     """The remember path with its full trace; writes nothing unless ``write``."""
-    out = remember(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                   source="debug", dry_run=not write)
+    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
+                       source="debug", dry_run=not write)
     return {"text": render_trace(out),
             "details": {"action": out.action, "text": out.text, "trace": out.trace, "written": write}}
+
+
+def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
+             user_requested: bool = False, source: str = "remember") -> Result:
+    """`realmem remember` / `realmem add`: the gate's decision, with the action under its own name
+    (the model-facing tool calls it ``decision``)."""
+    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
+                       source=source)
+    return {"text": out.text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
+                                          "queued": out.queued, "text": out.text, "warnings": out.warnings}}
+
+
+def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
+    """What each user-typed path names (file, dir, glob, missing, invalid).  A path that names
+    nothing is kept (it may be written later), but a typo should not pass silently: the text
+    holds one warning line per such path, the add screen asks before saving them."""
+    items = [paths_mod.check_input(p, cwd=app.cwd, home=memories.user_home()) for p in raw]
+    warnings = [i["warning"] for i in items if i["kind"] == "missing"]
+    return {"text": "\n".join(f"warning: {w}" for w in warnings),
+            "details": {"items": items, "invalid": [i["warning"] for i in items if i["kind"] == "invalid"],
+                        "warnings": warnings}}
+
+
+def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
+           page: int = 1, scope: str | None = None) -> Result:
+    """`realmem recall`: the tool's text; details add what the ranking knows (path class,
+    freshness flag, errors, notes).  ``details["failed"]``: nothing found for ids, or an error."""
+    res, stale = tools.run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope)
+    items = [render.memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
+                                                           "stale": stale.get((i.memory.store, i.memory.id))}
+             for i in res.items]
+    return {"text": render.recall_text(res, stale),
+            "details": {"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
+                        "notes": res.notes, "message": None if res.items else recall_mod.nothing_found(res),
+                        "items": items},
+            "failed": not res.items and bool(id_values or res.errors)}
+
+
+def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> Result:
+    """`realmem list`: every memory as a table, sorted by path, then used."""
+    res = recall_mod.listing(app, page=page, scope=scope)
+    if not res.items:
+        text = recall_mod.nothing_found(res) if res.past_end and res.total else "No memories yet."
+    else:
+        rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
+                 i.memory.caption] for i in res.items]
+        text = (render.table(["id", "scope", "paths", "used", "caption"], rows)
+                + f"\npage {res.page} of {res.pages} · {count(res.total, 'memory')}")
+    return {"text": text, "details": tools.page_details(res)}
+
+
+def show_text(app: Realmem, id_value: str) -> Result:
+    """`realmem show`: the memory with every metadata line (the rpc's ``show`` text is the
+    model's memory block)."""
+    shown = show(app, id_value)
+    d = shown["details"]
+    lines = [f"{d['id']}  {d['caption']}",
+             f"scope {d['scope']} · paths {', '.join(d['paths'])} · used {d['used_count']} · "
+             f"shown {d['path_inject_count']}",
+             f"file {d['file_path']}"]
+    if d["urgency"]:
+        lines.append(f"urgency {d['urgency']['score']:.2f} ({d['urgency']['source']})")
+    if d["stale"]:
+        lines.append(f"⚠ {d['stale']['text']}")
+    if d["quarantined"]:
+        lines.append(f"QUARANTINED: {d['quarantined']}")
+    return {"text": "\n".join([*lines, "", d["content"]]), "details": d}
+
+
+def scan(app: Realmem) -> Result:
+    """Read every fact file changed outside realmem now."""
+    events = observe.scan_stores(app)
+    return {"text": f"{count(len(events), 'change')} recorded.", "details": {"changes": len(events)}}
+
+
+def manage_list(app: Realmem, *, query: str | None = None, semantic: bool = False) -> Result:
+    """Memories with urgency glyphs: ● full · ◐ caption · ○ count · ? unjudged; ✗ missing path;
+    Δ changed in git since written; Q quarantined."""
+    items = manage.items(app, query=query, semantic=semantic)
+    rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + (manage.STALE if r["stale"] else " ")
+             + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
+             ", ".join(r["paths"]), r["used_count"], r["caption"]] for r in items]
+    return {"text": render.table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories.",
+            "details": {"items": items}}
+
+
+def consolidate(app: Realmem, *, stores: Sequence[str] = (), revise_paths: bool = True,
+                progress: Callable[[int, int, str], None] | None = None) -> Result:
+    report = consolidate_mod.consolidate(app, stores=list(stores) or None, revise_paths=revise_paths,
+                                         progress=progress)
+    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+
+
+def consolidate_cancelled(app: Realmem, scopes: Sequence[str] = ()) -> Result:
+    """The report of a consolidation the user interrupted: nothing was written."""
+    report = consolidate_mod.Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(),
+                                    cancelled=True)
+    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+
+
+def import_files(app: Realmem, files: Sequence[str], *, force: bool = False,
+                 progress: Callable[[int, int, str], None] | None = None) -> Result:
+    """`realmem import` without Pi: the chat model splits the files, each fact goes through the
+    gate.  ``failed``: files were read but no fact was stored, so nothing is marked imported."""
+    rep = importer.import_headless(app, list(files), progress=progress, force=force)
+    lines: list[str] = []
+    if rep["skipped"]:
+        lines.append(importer.already_text([Path(f) for f in rep["skipped"]], "realmem import"))
+        if not rep["outcomes"]:
+            return {"text": lines[0], "details": rep, "failed": False}
+    lines += rep["outcomes"]
+    if rep["files"]:
+        lines.append(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {count(rep['stored'], 'fact')} "
+                     f"stored; realmem now replaces {'it' if len(rep['files']) == 1 else 'them'} in the prompt.")
+    else:
+        lines.append("No facts were stored, so nothing is marked imported.")
+    return {"text": "\n".join(lines), "details": rep, "failed": not rep["files"]}
+
+
+# --- gitignore ----------------------------------------------------------------------------
+
+def gitignore_check(app: Realmem, *, offer_fix: bool = False) -> Result:
+    """Whether git ignores the shared store (``.pi/realmem``), by which rule, and the verified
+    fix.  The text hints at the fix command, or (``offer_fix``, inside that command) lists the
+    lines it would append."""
+    if app.project is None:
+        return {"text": "Not a git repository: nothing to check.",
+                "details": {"ignored": False, "warning": None, "fix": None}}
+    st = gitignore.check(app.project.root)
+    fix = {"file": st.fix.file, "lines": list(st.fix.lines), "description": st.fix.description} if st.fix else None
+    details = {"ignored": st.ignored, "warning": st.warning(), "fix": fix}
+    if not app.project.is_git:
+        text = "Not a git repository: nothing to check."
+    elif not st.ignored:
+        text = ".pi/realmem is not ignored by git: shared memories will be committed."
+    elif offer_fix and st.fix is not None:
+        text = "\n".join([st.warning(hint=False) or "", f"Fix: append to {st.fix.file}:",
+                          *(f"  {line}" for line in st.fix.lines)])
+    else:
+        text = st.warning(hint=not offer_fix) or ""
+    return {"text": text, "details": details}
+
+
+def gitignore_fix(app: Realmem) -> Result:
+    """Append the verified fix, so shared memories are committed again."""
+    if app.project is None:
+        raise RealmemError("not in a project")
+    st = gitignore.check(app.project.root)
+    if not st.ignored:
+        return {"text": ".pi/realmem is not ignored by git; nothing to fix.", "details": {"ignored": False}}
+    if st.fix is None:
+        raise RealmemError(st.warning() or "no automatic fix found")
+    after = gitignore.apply_fix(app.project.root, st.fix)
+    return {"text": f"Appended to {st.fix.file}: {', '.join(st.fix.lines)}", "details": {"ignored": after.ignored}}

@@ -1,8 +1,13 @@
 """`realmem rpc`: JSON-RPC 2.0 over stdio for the Pi adapter (contract: docs/rpc.md).
 
-One JSON object per line.  A reader thread handles ``cancel`` notifications at once while
-the main thread serves requests in order; the store connection and the path-note index stay
-warm between calls, which is what keeps the after-every-tool-call hook fast.
+One JSON object per line.  Two threads serve requests, each in arrival order: the main
+thread the quick methods (hello, path_notes, prompt_section, show, edit, ...), and a second
+thread the methods in ``SLOW``, which may wait on the network or run long, with its own store
+connections, so a path note never waits behind a remember.  A third, the reader, only reads
+stdin: it acts on ``cancel`` at once and hands every request to its serving thread.  The
+store connections and the path-note index stay warm between calls, which is what keeps the
+after-every-tool-call hook fast.  Each method parses its params, calls one function of the
+command layer (``realmem.interface.commands``, ``realmem.interface.tools``) and replies with its result.
 """
 
 from __future__ import annotations
@@ -338,58 +343,37 @@ class Server:
         return commands.prune_paths(self.app(p), apply=bool(p.get("apply")))
 
     def on_check_paths(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.stores import paths
-        from realmem.write import memories
-        app = self.app(p)
-        items = [paths.check_input(raw, cwd=app.cwd, home=memories.user_home()) for raw in _strs(p.get("paths"))]
-        return {"items": items, "invalid": [i["warning"] for i in items if i["kind"] == "invalid"],
-                "warnings": [i["warning"] for i in items if i["kind"] == "missing"]}
+        from realmem.interface import commands
+        return commands.check_paths(self.app(p), _strs(p.get("paths")))["details"]
 
     def on_gitignore_check(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.write import gitignore
-        app = self.app(p)
-        if app.project is None:
-            return {"ignored": False, "warning": None, "fix": None}
-        st = gitignore.check(app.project.root)
-        fix = {"file": st.fix.file, "lines": list(st.fix.lines), "description": st.fix.description} if st.fix else None
-        return {"ignored": st.ignored, "warning": st.warning(), "fix": fix}
+        from realmem.interface import commands
+        return commands.gitignore_check(self.app(p))["details"]
 
     def on_gitignore_fix(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.write import gitignore
-        app = self.app(p)
-        if app.project is None:
-            raise RealmemError("not in a project")
-        st = gitignore.check(app.project.root)
-        if not st.ignored:
-            return {"text": ".pi/realmem is not ignored by git; nothing to fix.", "ignored": False}
-        if st.fix is None:
-            raise RealmemError(st.warning() or "no automatic fix found")
-        after = gitignore.apply_fix(app.project.root, st.fix)
-        return {"text": f"Appended to {st.fix.file}: {', '.join(st.fix.lines)}", "ignored": after.ignored}
+        from realmem.interface import commands
+        done = commands.gitignore_fix(self.app(p))
+        return {"text": done["text"], **done["details"]}
 
     def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface.settings import GROUPS, describe
-        return {"items": describe(Config(self.home)), "groups": list(GROUPS)}
+        from realmem.interface import settings
+        return settings.show(Config(self.home))["details"]
 
     def on_settings_set(self, p: dict[str, Any]) -> dict[str, Any]:
-        cfg = Config(self.home)
-        key = str(p.get("key", ""))
-        if p.get("value") in (None, ""):
-            cfg.unset(key)
-        else:
-            cfg.set(key, p["value"])
-        for apps in self.all_apps:
+        from realmem.interface import settings
+        saved = settings.save(Config(self.home), str(p.get("key", "")), p.get("value"))
+        for apps in self.all_apps:  # every thread's open projects see the new value at once
             for app in apps.values():
                 app.config.reload()
-        return {"text": f"{key} saved."}
+        return {"text": saved["text"]}
 
     def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface.settings import list_endpoint_models
-        return {"models": list_endpoint_models(Config(self.home), str(p.get("endpoint", "")))}
+        from realmem.interface import settings
+        return settings.models(Config(self.home), str(p.get("endpoint", "")))["details"]
 
     def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface.settings import test_endpoints
-        return {"results": test_endpoints(Config(self.home))}
+        from realmem.interface import settings
+        return settings.connectivity(Config(self.home))["details"]
 
     def on_debug(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem.interface import commands
@@ -418,15 +402,14 @@ class Server:
         return importer.finish(self.app(p))
 
     def on_manage_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import manage
-        return {"items": manage.items(self.app(p), query=p.get("query"), semantic=bool(p.get("semantic")))}
+        from realmem.interface import commands
+        return commands.manage_list(self.app(p), query=p.get("query"), semantic=bool(p.get("semantic")))["details"]
 
     def on_consolidate(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.jobs.consolidate import consolidate, render_report
-        app = self.app(p)
-        report = consolidate(app, stores=_strs(p.get("stores")) or None, revise_paths=p.get("paths", True) is not False,
-                             progress=self.progress(p.get("progress_token")))
-        return {"text": render_report(report), "details": report.to_json()}
+        from realmem.interface import commands
+        return commands.consolidate(self.app(p), stores=_strs(p.get("stores")),
+                                    revise_paths=p.get("paths", True) is not False,
+                                    progress=self.progress(p.get("progress_token")))
 
 
 def _valid_id(mid: Any) -> bool:

@@ -1,11 +1,14 @@
 """Settings helpers for /realmem settings: what each setting means (its section and one-line
-description, the one source the TUI and the CLI show), model pickers and connectivity tests."""
+description, the one source the TUI and the CLI show), model pickers and connectivity tests; and the settings commands (show, set, unset, save, test,
+models), each returning ``{"text", "details"}`` for the CLI and the rpc child."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
+from realmem import frontend
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.clients.models import list_models, pick_model
 from realmem.config import DEFAULTS, SECRET_KEYS, Config, ConfigError, env_name, mask_secret, secret_var
@@ -164,3 +167,60 @@ def test_endpoints(cfg: Config) -> list[dict[str, Any]]:
         except (EndpointError, EndpointUnavailable) as exc:
             results.append({"endpoint": name, "ok": False, "message": str(exc)})
     return results
+
+
+# --- the commands (one function each, returning {text, details}; the CLI and rpc call them) -----------------------------------------------------------------------------
+
+def show(cfg: Config) -> dict[str, Any]:
+    """Every setting: section, value (keys masked), source (default, file, env, invalid)."""
+    # Lazy: render loads recall, search and the embedding client, which `realmem settings set`
+    # and the other settings commands never need; only the table here does.
+    from realmem.read.render import table
+    items = describe(cfg)
+    rows = [[i["group"], i["key"], i["problem"] or (json.dumps(i["value"]) if not isinstance(i["value"], str)
+                                                   else i["value"] or "—"), i["source"]] for i in items]
+    return {"text": table(["section", "key", "value", "source"], rows),
+            "details": {"items": items, "groups": list(GROUPS)}}
+
+
+def _unknown_setting(key: str) -> ConfigError:
+    return ConfigError(f"unknown setting {key!r}; see `{frontend.hint('settings', 'settings show')}`")
+
+
+def set_value(cfg: Config, key: str, value: Any) -> dict[str, Any]:
+    """Set ``key`` in config.json; the value is checked against the setting's type."""
+    if key not in DEFAULTS:
+        raise _unknown_setting(key)
+    cfg.set(key, value)
+    return {"text": f"{key} set.", "details": {"key": key}}  # no value: it may be an API key
+
+
+def unset(cfg: Config, key: str) -> dict[str, Any]:
+    """Reset ``key`` to its default.  A setting this version no longer knows is removed; an
+    unknown key that config.json does not hold is a typo, not a reset of the meant setting."""
+    held = cfg.unset(key)
+    if key in DEFAULTS:
+        text = f"{key} reset to its default."
+    elif held:
+        text = f"{key} removed from config.json."
+    else:
+        raise _unknown_setting(key)
+    return {"text": text, "details": {"key": key}}
+
+
+def save(cfg: Config, key: str, value: Any) -> dict[str, Any]:
+    """The settings screen's save: ``value`` set, or the default back for null or ""."""
+    done = unset(cfg, key) if value in (None, "") else set_value(cfg, key, value)
+    return {"text": f"{key} saved.", "details": done["details"]}
+
+
+def connectivity(cfg: Config) -> dict[str, Any]:
+    """Connectivity test of every configured endpoint; ``failed`` when one is not ok."""
+    results = test_endpoints(cfg)
+    return {"text": "\n".join(f"{'ok ' if r['ok'] else 'FAIL'}  {r['endpoint']:<9} {r['message']}" for r in results),
+            "details": {"results": results}, "failed": not all(r["ok"] for r in results)}
+
+
+def models(cfg: Config, endpoint: str) -> dict[str, Any]:
+    names = list_endpoint_models(cfg, endpoint)
+    return {"text": "\n".join(names), "details": {"models": names}}

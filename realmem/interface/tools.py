@@ -16,12 +16,19 @@ from realmem.gate.remember import remember as remember_mod
 from realmem.words import count
 
 
-def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> dict[str, Any]:
+def run_recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
+               page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> tuple[Any, dict[Any, str]]:
+    """The recall page and the freshness flag of each memory on it (the CLI shows more of both)."""
     res = recall_mod.recall(app, queries=list(queries), raw_paths=list(paths), id_values=list(id_values), page=page,
                             scope=scope, recent_paths=list(recent_paths))
-    stale = freshness.flags_text(app, [i.memory for i in res.items])
-    return {"text": render.recall_text(res, stale), "details": _page(res)}
+    return res, freshness.flags_text(app, [i.memory for i in res.items])
+
+
+def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
+           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> dict[str, Any]:
+    res, stale = run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope,
+                            recent_paths=recent_paths)
+    return {"text": render.recall_text(res, stale), "details": page_details(res)}
 
 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
@@ -39,7 +46,7 @@ def status(app: Realmem) -> dict[str, Any]:
 
 def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> dict[str, Any]:
     res = recall_mod.listing(app, page=page, scope=scope)
-    return {"text": render.list_text(res), "details": _page(res)}
+    return {"text": render.list_text(res), "details": page_details(res)}
 
 
 def forget(app: Realmem, id_values: Sequence[str]) -> dict[str, Any]:
@@ -58,6 +65,6 @@ def forget(app: Realmem, id_values: Sequence[str]) -> dict[str, Any]:
     return {"text": text, "details": {"forgotten": [ids.short(k.id) for k in keys], "errors": errors}}
 
 
-def _page(res: Any) -> dict[str, Any]:
+def page_details(res: Any) -> dict[str, Any]:
     return {"items": [render.memory_json(i.memory, i.used_count) for i in res.items],
             "page": res.page, "pages": res.pages, "total": res.total}

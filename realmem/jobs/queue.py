@@ -3,7 +3,8 @@
 Huey (``SqliteHuey`` at ``REALMEM_HOME/queue.sqlite``) only carries wake-up calls: "embed
 what lacks a vector", "judge stale urgencies", "retry due candidates".  Each task takes the
 home directory and re-derives its work from the database, so a lost, duplicated or deleted
-task costs nothing (DESIGN.md section 3: Huey is the transport, not the truth).
+task costs nothing: Huey is the transport, not the truth, and deleting its database loses
+nothing, because a starting worker re-enqueues unfinished work from the event log.
 
 One worker per REALMEM_HOME: the worker holds the ``worker`` LeaseLock while it runs;
 ``ensure_worker`` starts one (detached) only when no live holder exists, and a worker that

@@ -1,7 +1,7 @@
 """The one SQLite layer: open a connection (WAL, busy_timeout, sqlite-vec) and migrate.
 
-The stdlib ``sqlite3`` on our machines cannot load extensions, so we use apsw, which can
-(DESIGN.md section 3).  Every other module receives an ``apsw.Connection`` from here.
+The stdlib ``sqlite3`` of Python 3.11 on our machines cannot load extensions
+(``enable_load_extension`` is missing), so sqlite-vec cannot load through it; apsw can.  Every other module receives an ``apsw.Connection`` from here.
 """
 
 from __future__ import annotations

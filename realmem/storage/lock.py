@@ -4,8 +4,8 @@ SQLite's own write lock only covers a single transaction; realmem's writes span 
 plus file renames, so they need a longer-lived lock.  A row in ``locks`` names the holder
 (``owner`` token, pid, host).  The holder renews ``heartbeat`` from a background thread; a row
 whose heartbeat is older than its ``ttl`` is free, and so is one whose holder process is dead
-on this host, so a crashed or killed Pi never blocks the others for long (spec "Remember
-path", DESIGN.md section 2).
+on this host, so a crashed or killed Pi never blocks the others for long: every Pi process
+has its own rpc child, and the worker and the hook server write too.
 
 The owner token is ``"<pid>:<starttime>:<uuid>"``.  The process start time (from
 ``/proc/<pid>/stat``) tells a dead holder from a new process that reused its pid.

@@ -241,7 +241,8 @@ def _config(root: Path, args: list[str]) -> str | None:
 
 
 def _store_ignored(cwd: Path, config: Sequence[str]) -> bool:
-    """Exit status of `git check-ignore -q`: the only reliable answer (DESIGN section 8)."""
+    """Exit status of `git check-ignore -q`: the only reliable answer (with ``-v`` a matching
+    ``!`` rule is printed and git exits 0 although the path is not ignored)."""
     proc = _git([*config, "check-ignore", "-q", "--no-index", STORE_PROBE], cwd=cwd)
     if proc.returncode in (0, 1):
         return proc.returncode == 0

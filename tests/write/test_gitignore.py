@@ -81,7 +81,7 @@ def write(path: Path, text: str) -> None:
 
 @attrs.frozen
 class Case:
-    """One row of the spec's fix table: how the store gets ignored and the expected fix."""
+    """One way the store gets ignored, and the fix expected for it."""
 
     setup: Callable[[Path, Path], None]  # (root, home)
     source: Callable[[Path, Path], str]  # rule source as git prints it
