@@ -13,18 +13,11 @@ import random
 import signal
 import string
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-# Some test modules share helpers with others (``from test_rpc import Child``); pytest puts only
-# the collected module's own folder on sys.path, so every test folder goes there up front.
-for _folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir() and p.name.isidentifier()):
-    if str(_folder) not in sys.path:
-        sys.path.append(str(_folder))
 
 GitRunner = Callable[..., str]
 

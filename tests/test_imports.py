@@ -151,3 +151,38 @@ def test_no_upward_import() -> None:
 def test_the_checks_catch_what_they_are_for() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert layer("projections.files") < layer("app") < layer("gate.remember") < layer("interface.cli")
+
+
+# Tests share helpers through tests/helpers/ (``from helpers.rpc_child import Child``), never by
+# importing another test module: that runs the other module's tests' set-up at import time and
+# only works when its folder happens to be on sys.path.
+TESTS = Path(__file__).resolve().parent
+
+
+def imported_test_modules(source: str) -> set[str]:
+    """The ``test_*`` modules ``source`` imports, at any depth (``from test_rpc import Child``,
+    ``import test_cli``, ``from . import test_mcp``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module] if node.module else [a.name for a in node.names]
+        else:
+            continue
+        found.update(n for n in names if n.split(".")[-1].startswith("test_") or n.split(".")[0].startswith("test_"))
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    files = sorted(TESTS.rglob("*.py"))
+    assert TESTS / "interface" / "test_rpc.py" in files and TESTS / "helpers" / "rpc_child.py" in files
+    offenders = {str(p.relative_to(TESTS)): sorted(imported_test_modules(p.read_text(encoding="utf-8")))
+                 for p in files}
+    assert {p: m for p, m in offenders.items() if m} == {}
+
+
+def test_the_test_import_check_catches_them() -> None:
+    assert imported_test_modules("from test_rpc import Child\nimport test_cli as c\n") == {"test_rpc", "test_cli"}
+    assert imported_test_modules("from . import test_mcp\nfrom helpers.rpc_child import Child\n") == {"test_mcp"}
+    assert imported_test_modules("def f():\n    from interface.test_safety import expand\n") == {"interface.test_safety"}

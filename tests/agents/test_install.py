@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from realmem.agents import install
 from realmem.interface.cli import cli
 
-from test_claude_hooks import server  # noqa: F401 (the hook server fixture)
+from helpers.hooks import server  # noqa: F401 (the hook server fixture)
 
 OTHER_SETTINGS: dict[str, Any] = {
     "model": "opus",

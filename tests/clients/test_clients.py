@@ -41,23 +41,9 @@ from realmem.config import Config
 from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne, build_answer, fake_embedding
 from realmem.fakes.heuristic import Judgement, parse_state
 
+from helpers.judge_script import QUESTIONS, STATE
+
 SECRET = "sk-test-9f8e7d6c5b4a"
-
-STATE = """Caption: Run e2e tests with pnpm test:e2e
-Content: `pnpm test:e2e` needs Docker running; it starts Postgres via docker compose.
-Neighbours:
-[AZJrPlwafS-aSxwtPk9aaw] Run e2e tests with pnpm test:e2e — `pnpm test:e2e` needs Docker running;
-  it starts Postgres via docker compose.
-[AZJrPmEw1-8Vr0xkmp2Bqw] Lint before pushing - run `pnpm lint` and fix every warning
-"""
-
-QUESTIONS = {
-    "covered_by": Question("choice", "Which memory already says this?",
-                           {"AZJrPlwafS-aSxwtPk9aaw": "first", "AZJrPmEw1-8Vr0xkmp2Bqw": "second",
-                            "none": "no memory covers it"}),
-    "importance": Question("score", "How bad is forgetting it?", ["trivial", "minor", "useful", "major", "broken"]),
-    "durable": Question("noul", "Is this a lasting fact?", {"true": "lasting", "false": "task status"}),
-}
 
 
 # -- fixtures (started and stopped here: conftest.py belongs to others) -----------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rpc import WAIT, Child, Gate
+from helpers.rpc_child import WAIT, Child, Gate
 
 from conftest import kill_workers, run_git
 from realmem.stores import ids

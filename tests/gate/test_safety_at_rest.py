@@ -18,7 +18,8 @@ import pytest
 from realmem import logs
 from realmem.app import Realmem
 from realmem.gate.remember import remember
-from test_safety import expand
+
+from helpers.corpus import expand
 
 SCRIPT = Path(sys.executable).parent / "realmem"
 

@@ -21,11 +21,11 @@ from realmem.clients import NotConfigured, SystemOneClient
 from realmem.config import Config
 
 from conftest import kill_workers
-from test_claude_hooks import fixture, run_hook, server  # noqa: F401 (the hook server fixture)
-from test_cli import ok
-from test_clients import QUESTIONS, STATE
-from test_mcp import run_client, text_of
-from test_rpc import Child
+from helpers.cli import ok
+from helpers.hooks import fixture, run_hook, server  # noqa: F401 (the hook server fixture)
+from helpers.judge_script import QUESTIONS, STATE
+from helpers.mcp_client import run_client, text_of
+from helpers.rpc_child import Child
 
 
 # A Pi slash command, not the .pi/realmem directory.

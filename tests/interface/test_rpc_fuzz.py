@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_rpc import Child, child_env, spawn  # noqa: F401  (fixtures)
+from helpers.rpc_child import Child, child_env, spawn  # noqa: F401  (fixtures)
 
 METHODS = ["hello", "session_start", "prompt_section", "strip_context_files", "path_notes", "recall", "remember",
            "status", "list", "show", "manage_list", "edit", "move", "approve", "apply_suggested_path",

@@ -22,7 +22,7 @@ from realmem.write import memories
 from realmem.app import Realmem
 from realmem.write.observe import scan_stores
 from realmem.read.pathnotes import NoteIndex, path_notes
-from test_cli import as_json, ok
+from helpers.cli import as_json, ok
 
 UPDATED = "2026-09-27T12:00:00.000Z"
 FLAG7 = "src/db changed in 7 commits since 2026-09-27; verify before relying on it"

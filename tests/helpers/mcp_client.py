@@ -1,0 +1,38 @@
+"""An MCP client session (the official SDK over real stdio) against `python -m realmem.interface.cli mcp`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, types
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+CLIENT = types.Implementation(name="test-agent", version="1.2.3")
+
+
+def run_client(env: dict[str, str], cwd: Path, body: Callable[[ClientSession], Awaitable[Any]], *,
+               roots: list[Path] | None = None, errlog: Path) -> Any:
+    """Start the server, initialize a session (offering ``roots`` when given), run ``body``."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "realmem.interface.cli", "mcp"], env=env, cwd=str(cwd))
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=p.as_uri(), name=p.name) for p in roots or []])
+
+    async def main() -> Any:
+        with open(errlog, "a", encoding="utf-8") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write, client_info=CLIENT,
+                                         list_roots_callback=list_roots if roots is not None else None) as s:
+                    await s.initialize()
+                    return await body(s)
+
+    return anyio.run(main)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    assert len(result.content) == 1 and isinstance(result.content[0], types.TextContent)
+    return result.content[0].text
