@@ -22,7 +22,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
-import structlog
 
 from realmem.storage import db, faults, fsutil
 from realmem.stores import ids
@@ -37,8 +36,9 @@ from realmem.stores.project import GLOBAL, Project, detect, store_kind
 from realmem.projections import files, tables
 from realmem.projections.state import SMALL_TABLES, Memory, State, apply
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem")
+logger = get_logger("realmem")
 
 ESCAPE_MEMO_SECONDS = 1.0  # a symlink swapped under a running process is noticed this soon
 
@@ -79,7 +79,7 @@ class Realmem:
         self.conn = db.connect(self.db_path)
         ttl = float(self.config["gate.leaseSeconds"])
         self.lock = LeaseLock(self.db_path, "write", ttl=ttl, heartbeat=ttl / 6)
-        self.project: Project | None = detect(self.cwd)
+        self.project: Project | None = detect(self.cwd, home)
         self.store_dirs: dict[str, Path] = {}
         self.store_roots: dict[str, Path | None] = {}  # a project store's project root
         self._escapes: dict[str, tuple[float, str | None]] = {}  # store -> (when checked, store_escape)

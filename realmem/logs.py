@@ -8,17 +8,19 @@ child logs to stderr, which the adapter reads (docs/rpc.md).  stdout belongs to 
 Secrets never reach a log line: the clients log URLs and statuses only, and this processor
 masks any value under a key that looks like a credential and any secret the safety scan finds
 inside a text value, as a last line of defence.
+
+structlog itself (and the asyncio it pulls in) is imported at the first log line that passes
+the level, not with this module: a quiet command like `status` never pays for it.  Every
+realmem module takes its logger from ``get_logger`` here, so no log line can be written before
+``configure``'s settings are in place.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
-
-import structlog
 
 
 _SECRET_KEYS = ("key", "token", "secret", "password", "authorization", "api_key", "apikey")
@@ -84,9 +86,61 @@ def level_name(level: str | None = None) -> str:
     return name if name in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"
 
 
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "exception": 40, "critical": 50,
+           "fatal": 50, "msg": 0, "log": 0}
+_settings: tuple[str, Path | None] | None = None  # configure()'s, until structlog is loaded
+_threshold = 0  # calls below this level are dropped without loading structlog
+
+
+class Logger:
+    """What ``get_logger`` returns: structlog's logger, loaded at its first call that passes
+    the configured level (for start-up time)."""
+
+    __slots__ = ("_name", "_real")
+
+    def __init__(self, name: str | None) -> None:
+        self._name = name
+        self._real: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if _LEVELS.get(attr, 0) < _threshold:
+            return _drop
+        if self._real is None:
+            self._real = _structlog().get_logger(self._name)  # structlog's own proxy: follows reconfiguration
+        return getattr(self._real, attr)
+
+
+def _drop(*args: Any, **kw: Any) -> None:
+    return None
+
+
+def get_logger(name: str | None = None) -> Logger:
+    return Logger(name)
+
+
+def _structlog() -> Any:
+    """structlog, configured as ``configure`` last asked."""
+    global _settings
+    import structlog  # here, not at the top: for start-up time
+
+    if _settings is not None:
+        name, file = _settings
+        _settings = None
+        _apply(structlog, name, file)
+    return structlog
+
+
 def configure(level: str | None = None, *, file: Path | None = None) -> None:
     """Log at ``level`` (REALMEM_LOG overrides it; default warning) to ``file``, else stderr."""
+    global _settings, _threshold
     name = level_name(level)
+    _threshold = _LEVELS[name.lower()]
+    _settings = (name, file)
+    if "structlog" in sys.modules:  # loaded already (by a library or a test): configure it now
+        _structlog()
+
+
+def _apply(structlog: Any, name: str, file: Path | None) -> None:
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -95,7 +149,7 @@ def configure(level: str | None = None, *, file: Path | None = None) -> None:
             _mask_values,
             structlog.processors.JSONRenderer(),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, name, logging.WARNING)),
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[name.lower()]),  # logging's numbers
         logger_factory=structlog.PrintLoggerFactory(file=LogFile(file) if file is not None else sys.stderr),
         cache_logger_on_first_use=True,
     )

@@ -22,8 +22,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from realmem import logs
 from realmem.read import pathnotes
 from realmem.storage import db
@@ -32,8 +30,9 @@ from realmem.agents.hookclient import HELLO, socket_path
 from realmem.app import Realmem
 from realmem.config import Config
 from realmem.storage.lock import single_instance, stop_requested
+from realmem.logs import get_logger
 
-log = structlog.get_logger("realmem.hooks")
+log = get_logger("realmem.hooks")
 
 LOCK = "hooks"
 LOCK_WAIT_SECONDS = 2.0

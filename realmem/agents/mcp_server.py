@@ -19,7 +19,6 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, urlparse
 
 import anyio
-import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
@@ -31,8 +30,9 @@ from realmem.jobs import policy
 from realmem.interface import session as sessions
 from realmem.app import Realmem
 from realmem.config import home_dir
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem.mcp")
+logger = get_logger("realmem.mcp")
 
 SECTION_URI = "realmem://prompt-section"
 T = TypeVar("T")

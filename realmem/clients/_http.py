@@ -19,12 +19,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import structlog
 
 from realmem.clients.errors import EndpointError, EndpointUnavailable, NotConfigured, RequestTooLarge
 from realmem.frontend import set_in
+from realmem.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # A 422 whose detail matches this is about size, which splitting the request can fix.
 _TOO_LARGE = re.compile(r"too (many|large|long)|exceed|maximum|limit", re.IGNORECASE)

@@ -12,15 +12,14 @@ import hashlib
 import math
 from typing import Any
 
-import structlog
-
 from realmem.clients.base import ModelClient
 from realmem.clients.errors import EndpointError
 from realmem.config import Config
 from realmem.frontend import hint
 from realmem.words import count
+from realmem.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 BATCH_SIZE = 64
 _PROBE_TEXT = "probe"

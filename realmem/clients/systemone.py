@@ -15,13 +15,13 @@ import math
 from typing import Any, Literal, TypeVar
 
 import attrs
-import structlog
 
 from realmem.clients.base import ModelClient
 from realmem.clients.errors import EndpointError, RequestTooLarge
 from realmem.config import Config
+from realmem.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 QuestionType = Literal["noul", "choice", "score"]
 Criteria = dict[str, str] | list[str] | None

@@ -27,7 +27,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
-import structlog
 
 from realmem.gate import rules as gate, judge, safety
 from realmem.read import embedder, search
@@ -44,8 +43,9 @@ from realmem.stores.project import store_kind
 from realmem.projections import files, index
 from realmem.projections.state import Memory
 from realmem.words import count
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem.gate.remember")
+logger = get_logger("realmem.gate.remember")
 
 # How long a retry waits for a candidate another process is processing before skipping it.
 CLAIM_WAIT_SECONDS = 1.0

@@ -19,7 +19,6 @@ import click
 
 from realmem import errors, logs
 from realmem.stores import ids
-from realmem.agents.install import install
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir, override
 from realmem.stores.project import SCOPES
@@ -61,6 +60,19 @@ pass_ctx = click.make_pass_decorator(Ctx)
 class Group(click.Group):
     """Maps realmem's errors to their exit code (``errors.code_of``: 1 refused or not found,
     2 usage), as one line on stderr (the details are in the log)."""
+
+    # Subcommands defined in other modules, imported only when invoked or listed (start-up time).
+    LAZY = {"install": "realmem.agents.install:install"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY and name not in self.commands:
+            import importlib
+            module, attr = self.LAZY[name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -600,8 +612,6 @@ def bench(sizes: str, as_json: bool, quick: bool) -> None:
         from realmem.interface.bench import render
         click.echo(render(results))
 
-
-cli.add_command(install)
 
 
 @cli.group(name="eval")

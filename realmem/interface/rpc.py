@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-import structlog
-
 from realmem import __version__, errors, frontend, logs
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem.interface.rpc")
+logger = get_logger("realmem.interface.rpc")
 
 
 class Cancelled(RealmemError):

@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from realmem.read import missing, prompt
 from realmem.write import gitignore
 from realmem.app import Realmem
 from realmem.frontend import hint
 from realmem.words import count
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem.interface.session")
+logger = get_logger("realmem.interface.session")
 
 
 def start(app: Realmem) -> dict[str, Any]:

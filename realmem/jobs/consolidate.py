@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
 from realmem.gate import judge
 from realmem.read import embedder
@@ -58,8 +57,9 @@ from realmem.jobs.rewrite import chat_client, rewrite
 from realmem.stores.project import store_kind
 from realmem.projections.state import Memory
 from realmem.words import count
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem.consolidate")
+logger = get_logger("realmem.consolidate")
 
 Progress = Callable[[int, int, str], None]
 

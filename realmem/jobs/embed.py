@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import structlog
-
 from realmem.clients import EndpointError, EndpointUnavailable
+from realmem.logs import get_logger
 
-log = structlog.get_logger("realmem.jobs.embed")
+log = get_logger("realmem.jobs.embed")
 
 
 def open_home(home: Path):  # type: ignore[no-untyped-def]

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import apsw
-import structlog
 
 from realmem.storage import db
 from realmem.config import Config
@@ -28,11 +27,12 @@ from realmem.events import types as ev
 from realmem.jobs import queue
 from realmem.projections import index
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.logs import get_logger
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
 
-logger = structlog.get_logger("realmem.jobs")
+logger = get_logger("realmem.jobs")
 
 POSITION = "jobs"
 # Events that can call for work: a memory's text or paths changed, or a candidate was queued.

@@ -20,16 +20,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from realmem.storage import fsutil
+from realmem.logs import get_logger
 
 if TYPE_CHECKING:
     from huey import SqliteHuey
 
     from realmem.app import Realmem
 
-log = structlog.get_logger("realmem.queue")
+log = get_logger("realmem.queue")
 
 WORKER_LOCK = "worker"
 SPAWN_GUARD_SECONDS = 5.0

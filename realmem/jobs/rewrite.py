@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from realmem.storage.lock import pid_alive
 from realmem.clients.errors import EndpointError, EndpointUnavailable
+from realmem.logs import get_logger
 
 if TYPE_CHECKING:
     from realmem.clients.chat import ChatClient
     from realmem.app import Realmem
     from realmem.projections.state import Memory
 
-log = structlog.get_logger("realmem.rewrite")
+log = get_logger("realmem.rewrite")
 
 MODES = ("edit", "merge", "supersede", "revise")
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import structlog
-
 from realmem.clients import EndpointError, EndpointUnavailable
 from realmem.events import types as ev
 from realmem.gate.judge import judge_urgency, specific_paths, urgency_key
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.logs import get_logger
 
-log = structlog.get_logger("realmem.jobs.urgency")
+log = get_logger("realmem.jobs.urgency")
 
 
 def stale(app) -> list[Memory]:  # type: ignore[no-untyped-def]

@@ -21,14 +21,13 @@ import os
 import time
 from pathlib import Path
 
-import structlog
-
 from realmem.storage import fsutil
 from realmem.jobs import policy
 from realmem.storage.lock import LockTimeout, single_instance, stop_requested
 from realmem.stores.project import detect, forget_cache
+from realmem.logs import get_logger
 
-log = structlog.get_logger("realmem.worker")
+log = get_logger("realmem.worker")
 
 POLL_SECONDS = 0.2
 CONFIG_SECONDS = 5.0

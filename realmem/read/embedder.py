@@ -8,18 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import structlog
-
 from realmem.storage import db
 from realmem.clients.embeddings import EmbeddingsClient
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.projections import index
+from realmem.logs import get_logger
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
     from realmem.projections.state import Memory
 
-logger = structlog.get_logger("realmem.read.embedder")
+logger = get_logger("realmem.read.embedder")
 
 
 _clients: dict[tuple, EmbeddingsClient] = {}

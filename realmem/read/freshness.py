@@ -19,7 +19,6 @@ with the code it describes, so it does not make the fact stale.
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -28,17 +27,17 @@ from pathlib import Path
 from typing import TypeVar
 
 import attrs
-import structlog
 
 from realmem.stores import paths
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events.types import Key
-from realmem.stores.project import GLOBAL, _git, _git_env
+from realmem.stores.project import GLOBAL, _git, _git_dirs, _git_env, _GitDirs, read_head
 from realmem.projections.state import Memory
 from realmem.words import count
+from realmem.logs import get_logger
 
-logger = structlog.get_logger("realmem.read.freshness")
+logger = get_logger("realmem.read.freshness")
 
 WHOLE = {".", "~"}
 T = TypeVar("T")
@@ -98,87 +97,6 @@ def epoch(iso: str) -> float | None:
 
 
 # --- reading HEAD without spawning git ---------------------------------------------------------
-
-
-@attrs.define
-class _GitDirs:
-    gitdir: Path  # this worktree's git dir (HEAD lives here)
-    common: Path  # the shared git dir (refs, packed-refs)
-    # Reftable repositories keep refs in binary tables: git answers, once per change of the table list.
-    reftable_stamp: tuple[str, int] | None = None
-    reftable_head: str | None = None
-
-
-def _git_dirs(root: Path) -> _GitDirs | None:
-    dot = root / ".git"
-    try:
-        if dot.is_dir():
-            gitdir = dot
-        else:  # a linked worktree or submodule: "gitdir: <path>"
-            text = dot.read_text(encoding="utf-8").strip()
-            if not text.startswith("gitdir:"):
-                return None
-            gitdir = (root / text[len("gitdir:"):].strip()).resolve()
-        common = gitdir
-        commondir = gitdir / "commondir"
-        if commondir.is_file():
-            common = (gitdir / commondir.read_text(encoding="utf-8").strip()).resolve()
-    except OSError:
-        return None
-    return _GitDirs(gitdir, common)
-
-
-def _packed_ref(common: Path, ref: str) -> str | None:
-    try:
-        with open(common / "packed-refs", encoding="utf-8") as f:
-            for line in f:
-                sha, _, name = line.rstrip("\n").partition(" ")
-                if name == ref:
-                    return sha
-    except OSError:
-        return None
-    return None
-
-
-def _read(path: str) -> str | None:
-    """A small file's text; os-level calls, since this runs on every path-note hook."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_head(root: Path, dirs: _GitDirs | None) -> str | None:
-    """The commit HEAD points at, read from files (tens of µs, no process); None before the
-    first commit."""
-    if dirs is None:
-        return _git(root, "rev-parse", "--verify", "-q", "HEAD")
-    head = _read(f"{dirs.gitdir}/HEAD")
-    if head is None:
-        return None
-    if not head.startswith("ref:"):
-        return head or None
-    ref = head[4:].strip()
-    for base in (dirs.gitdir, dirs.common):
-        value = _read(f"{base}/{ref}")
-        if value and not value.startswith("ref:"):
-            return value
-    packed = _packed_ref(dirs.common, ref)
-    if packed is not None:
-        return packed
-    try:
-        stamp = (head, (dirs.common / "reftable" / "tables.list").stat().st_mtime_ns)
-    except OSError:
-        return None  # files refs and the branch has no commit yet
-    if stamp != dirs.reftable_stamp:
-        dirs.reftable_stamp, dirs.reftable_head = stamp, _git(root, "rev-parse", "--verify", "-q", "HEAD")
-    return dirs.reftable_head
 
 
 # --- one repository's history at one HEAD -------------------------------------------------------

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import structlog
 
 from realmem.storage.db import connect, transaction
 from realmem.errors import Error
+from realmem.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HOST = socket.gethostname()
 

@@ -2,19 +2,28 @@
 
 The project key is ``git-<root commit>`` so it survives clones, worktrees and moves; outside
 git, or before the first commit, it is ``path-<hash of root>``.
+
+Every command starts here, so the common case spawns no git: the work tree is found by
+walking up to ``.git`` and HEAD is read from its files; the root commit is a function of the
+HEAD commit alone (without grafts, replace refs or a shallow clone), so it is asked of git
+once per new HEAD and kept in ``<home>/git-roots.json``.  Anything unusual (GIT_DIR and
+friends, core.worktree, a bare repository, another owner, a filesystem boundary) asks git.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import json
 import os
+import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 import attrs
 
+from realmem.storage.fsutil import atomic_write_text
 
 
 class Scope(enum.StrEnum):
@@ -73,12 +82,15 @@ def _git_env() -> dict[str, str]:
 
 
 @lru_cache(maxsize=64)
-def _detect(cwd: str) -> tuple[str, str, bool]:
+def _detect(cwd: str, cache: str | None = None) -> tuple[str, str, bool]:
     here = Path(cwd)
-    top = _git(here, "rev-parse", "--show-toplevel")
-    if top:
-        root = Path(top).resolve()
-        roots = _git(root, "rev-list", "--max-parents=0", "HEAD")
+    found = _find_work_tree(here)
+    if found is _ASK_GIT:
+        top = _git(here, "rev-parse", "--show-toplevel")
+        found = (Path(top).resolve(), _git_dirs(Path(top).resolve())) if top else None
+    if found is not None:
+        root, dirs = found  # type: ignore[misc]
+        roots = _root_commits(root, dirs, Path(cache) if cache else None)
         if roots:
             # Several root commits (merged histories): the smallest hash is stable and unique.
             return str(root), "git-" + sorted(roots.split())[0], True
@@ -90,10 +102,169 @@ def _detect(cwd: str) -> tuple[str, str, bool]:
     return str(here), path_key(here), False
 
 
-def detect(cwd: Path) -> Project:
-    """The project ``cwd`` belongs to.  Cached per process; ``forget_cache`` after git init/commit."""
-    root, key, is_git = _detect(str(Path(cwd).resolve()))
+def detect(cwd: Path, cache: Path | None = None) -> Project:
+    """The project ``cwd`` belongs to.  Cached per process (and the root commit per HEAD in
+    ``cache``, a realmem home, when given); ``forget_cache`` after git init/commit."""
+    root, key, is_git = _detect(str(Path(cwd).resolve()), str(cache) if cache is not None else None)
     return Project(Path(root), key, is_git)
+
+
+_ASK_GIT = object()
+# Variables that change where git looks for the repository: with any of them set, git decides.
+_DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
+                  "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+# Config that moves the work tree or makes it bare, or pulls in other config: git decides.
+_UNUSUAL_CONFIG = re.compile(r"^\s*(worktree\b|bare\s*=\s*(true|yes|on|1)\b|\[\s*include)", re.M | re.I)
+_SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+ROOTS_FILE = "git-roots.json"
+MAX_ROOTS = 256  # HEADs remembered; each new HEAD costs one `git rev-list`
+
+
+def _find_work_tree(here: Path) -> tuple[Path, _GitDirs] | None | object:
+    """The work tree ``here`` is in and its git dirs, read from the file system as git itself
+    discovers them; None outside git; _ASK_GIT when only git can tell."""
+    if any(os.environ.get(v) for v in _DISCOVERY_ENV) or ".git" in here.parts:
+        return _ASK_GIT
+    try:
+        dev = os.stat(here).st_dev
+        for d in (here, *here.parents):
+            if os.stat(d).st_dev != dev:
+                return _ASK_GIT  # git stops at a filesystem boundary
+            if os.path.exists(d / ".git"):
+                break
+            if os.path.isfile(d / "HEAD") and os.path.isdir(d / "refs"):
+                return _ASK_GIT  # inside a bare repository or a git dir
+        else:
+            return None
+        dirs = _git_dirs(d)
+        uid = os.getuid()
+        if (dirs is None or not os.path.isfile(dirs.gitdir / "HEAD") or not os.path.isdir(dirs.common / "objects")
+                or os.stat(d).st_uid != uid or os.stat(dirs.gitdir).st_uid != uid):
+            return _ASK_GIT  # not a repository git would use as is (or safe.directory decides)
+        with open(dirs.common / "config", encoding="utf-8", errors="replace") as f:
+            if _UNUSUAL_CONFIG.search(f.read()):
+                return _ASK_GIT
+    except OSError:
+        return _ASK_GIT
+    return d, dirs
+
+
+def _root_commits(root: Path, dirs: _GitDirs | None, cache: Path | None) -> str | None:
+    """``git rev-list --max-parents=0 HEAD``: from ``cache`` when this HEAD was seen before."""
+    head = read_head(root, dirs) if dirs is not None else None
+    cacheable = (cache is not None and head is not None and _SHA.fullmatch(head) is not None
+                 and dirs is not None and not _history_rewritten(dirs.common))
+    if not cacheable:
+        return _git(root, "rev-list", "--max-parents=0", "HEAD")
+    path = cache / ROOTS_FILE  # type: ignore[operator]
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known.get(head), str):
+        return known[head]
+    roots = _git(root, "rev-list", "--max-parents=0", head)  # type: ignore[arg-type]
+    if roots:
+        known.pop(head, None)
+        known[head] = roots
+        try:
+            atomic_write_text(path, json.dumps(dict(list(known.items())[-MAX_ROOTS:])), durable=False)
+        except OSError:
+            pass  # only a cache: the next start asks git again
+    return roots
+
+
+def _history_rewritten(common: Path) -> bool:
+    """A shallow clone, grafts or replace refs can give the same HEAD other root commits."""
+    if (common / "shallow").exists() or (common / "info" / "grafts").exists() or (common / "refs" / "replace").exists():
+        return True
+    try:
+        with open(common / "packed-refs", "rb") as f:
+            return b" refs/replace/" in f.read()
+    except OSError:
+        return False
+
+
+@attrs.define
+class _GitDirs:
+    gitdir: Path  # this worktree's git dir (HEAD lives here)
+    common: Path  # the shared git dir (refs, packed-refs)
+    # Reftable repositories keep refs in binary tables: git answers, once per change of the table list.
+    reftable_stamp: tuple[str, int] | None = None
+    reftable_head: str | None = None
+
+
+def _git_dirs(root: Path) -> _GitDirs | None:
+    dot = root / ".git"
+    try:
+        if dot.is_dir():
+            gitdir = dot
+        else:  # a linked worktree or submodule: "gitdir: <path>"
+            text = dot.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            gitdir = (root / text[len("gitdir:"):].strip()).resolve()
+        common = gitdir
+        commondir = gitdir / "commondir"
+        if commondir.is_file():
+            common = (gitdir / commondir.read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        return None
+    return _GitDirs(gitdir, common)
+
+
+def _packed_ref(common: Path, ref: str) -> str | None:
+    try:
+        with open(common / "packed-refs", encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.rstrip("\n").partition(" ")
+                if name == ref:
+                    return sha
+    except OSError:
+        return None
+    return None
+
+
+def _read(path: str) -> str | None:
+    """A small file's text; os-level calls, since this runs on every path-note hook."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_head(root: Path, dirs: _GitDirs | None) -> str | None:
+    """The commit HEAD points at, read from files (tens of µs, no process); None before the
+    first commit."""
+    if dirs is None:
+        return _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    head = _read(f"{dirs.gitdir}/HEAD")
+    if head is None:
+        return None
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head[4:].strip()
+    for base in (dirs.gitdir, dirs.common):
+        value = _read(f"{base}/{ref}")
+        if value and not value.startswith("ref:"):
+            return value
+    packed = _packed_ref(dirs.common, ref)
+    if packed is not None:
+        return packed
+    try:
+        stamp = (head, (dirs.common / "reftable" / "tables.list").stat().st_mtime_ns)
+    except OSError:
+        return None  # files refs and the branch has no commit yet
+    if stamp != dirs.reftable_stamp:
+        dirs.reftable_stamp, dirs.reftable_head = stamp, _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    return dirs.reftable_head
 
 
 def forget_cache() -> None:

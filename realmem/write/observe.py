@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import structlog
-
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.events import types as ev
@@ -24,12 +22,13 @@ from realmem.events.log import now_iso
 from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.storage.lock import LockTimeout
 from realmem.projections import files
+from realmem.logs import get_logger
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
     from realmem.stores.project import Project
 
-logger = structlog.get_logger("realmem.write.observe")
+logger = get_logger("realmem.write.observe")
 
 
 def _digest(text: str) -> str:
