@@ -110,7 +110,7 @@ def _shared_ignored(app: Realmem) -> bool:
     if app.project is None:
         return False
     try:
-        return gitignore.cached_check(app.project.root).ignored
+        return gitignore.cached_check(app.project.root, app.home).ignored
     except Exception as exc:  # never fail a remember over a warning
         logger.warning("gitignore.check_failed", error=str(exc))
         return False

@@ -18,7 +18,7 @@ logger = get_logger("realmem.interface.session")
 def start(app: Realmem) -> dict[str, Any]:
     notes: list[str] = []
     level = "info"
-    warning = gitignore.store_warning(app.project.root) if app.project is not None else None
+    warning = gitignore.store_warning(app.project.root, app.home) if app.project is not None else None
     if warning:
         notes.append(warning)
         level = "warning"

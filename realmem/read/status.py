@@ -31,7 +31,7 @@ def gather(app: Realmem) -> dict[str, Any]:
                  for name in ("semif", "embedding", "rewriter")}
     # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
     endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
-    warning = gitignore.store_warning(app.project.root) if app.project is not None else None
+    warning = gitignore.store_warning(app.project.root, app.home) if app.project is not None else None
     from realmem.jobs.queue import worker_status
     return {
         "home": str(app.home),

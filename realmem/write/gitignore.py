@@ -11,6 +11,7 @@ ignored-ness.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 
 from realmem import frontend
-from realmem.storage.fsutil import fsync_dir
+from realmem.storage.fsutil import atomic_write_text, fsync_dir
 from realmem.errors import Error
 
 STORE = ".pi/realmem"
@@ -484,11 +485,11 @@ def _stderr(proc: subprocess.CompletedProcess[bytes]) -> str:
     return proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
 
 
-def store_warning(root: Path) -> str | None:
+def store_warning(root: Path, cache: Path | None = None) -> str | None:
     """The user-facing warning for the shared store at ``root`` (None when it is shared);
     a git failure becomes a warning too, because session start and status must not fail."""
     try:
-        return cached_check(root).warning()
+        return cached_check(root, cache).warning()
     except GitIgnoreError as exc:
         return f"could not check whether .pi/realmem is ignored by git: {exc}"
 
@@ -500,17 +501,24 @@ def store_warning(root: Path) -> str | None:
 # changes, so it is cached per root under the stat of each of them: every .gitignore on the way
 # to the store, info/exclude, the global excludes file, the git config files that name it, and
 # HEAD.  A fix appended by `fix-gitignore`, or a rule added by hand, changes one of them, so the
-# next remember sees it at once.
+# next remember sees it at once.  Given a cache directory (a realmem home), the answer is also
+# kept in a file there, so a fresh process (`realmem status`) spawns no git while nothing changed.
 
 _Stat = tuple[int, int, int, int] | None
 _CACHE: dict[Path, tuple[_Repo | None, tuple[object, ...], IgnoreStatus]] = {}
 
 
-def cached_check(root: Path) -> IgnoreStatus:
-    """``check``, answered from the cache while none of the ignore sources changed."""
+CACHE_FILE = "gitignore-cache.json"
+MAX_CACHED_ROOTS = 64
+
+
+def cached_check(root: Path, cache: Path | None = None) -> IgnoreStatus:
+    """``check``, answered from the cache (and from ``cache``/CACHE_FILE when given) while
+    none of the ignore sources changed."""
     root = root.resolve()
-    hit = _CACHE.get(root)
+    hit = _CACHE.get(root) or (_load(cache, root) if cache is not None else None)
     if hit is not None and hit[0] is not None and _signature(hit[0]) == hit[1]:
+        _CACHE[root] = hit
         return hit[2]
     repo = _open_repo(root)
     if repo is None:
@@ -518,7 +526,50 @@ def cached_check(root: Path) -> IgnoreStatus:
     signature = _signature(repo)  # taken before the check: a change during it is seen next time
     status = _check(repo)
     _CACHE[root] = (repo, signature, status)
+    if cache is not None:
+        _save(cache, root, repo, signature, status)
     return status
+
+
+def _read_cache(cache: Path) -> dict[str, object]:
+    try:
+        data = json.loads((cache / CACHE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _load(cache: Path, root: Path) -> tuple[_Repo, tuple[object, ...], IgnoreStatus] | None:
+    """The entry ``_save`` wrote for ``root``; None when there is none or it does not parse."""
+    entry = _read_cache(cache).get(str(root))
+    try:
+        r, st = entry["repo"], entry["status"]  # type: ignore[index]
+        opt = lambda v: Path(v) if v is not None else None  # noqa: E731
+        repo = _Repo(root=Path(r["root"]), toplevel=Path(r["toplevel"]), prefix=PurePosixPath(r["prefix"]),
+                     info_exclude=Path(r["info_exclude"]), global_excludes=opt(r["global_excludes"]),
+                     ignore_case=bool(r["ignore_case"]), head=Path(r["head"]), config=Path(r["config"]))
+        rule = IgnoreRule(**st["rule"]) if st["rule"] else None
+        fix = Fix(st["fix"]["file"], tuple(st["fix"]["lines"]), st["fix"]["description"]) if st["fix"] else None
+        return repo, _from_json(entry["signature"]), IgnoreStatus(bool(st["ignored"]), rule, fix)  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _from_json(value: object) -> object:
+    """JSON lists back to the tuples ``_signature`` builds, so the two compare equal."""
+    return tuple(_from_json(v) for v in value) if isinstance(value, list) else value
+
+
+def _save(cache: Path, root: Path, repo: _Repo, signature: tuple[object, ...], status: IgnoreStatus) -> None:
+    data = _read_cache(cache)
+    data.pop(str(root), None)
+    data[str(root)] = {"repo": {k: (str(v) if v is not None and not isinstance(v, bool) else v)
+                                for k, v in attrs.asdict(repo, recurse=False).items()},
+                       "signature": signature, "status": attrs.asdict(status)}
+    try:
+        atomic_write_text(cache / CACHE_FILE, json.dumps(dict(list(data.items())[-MAX_CACHED_ROOTS:])), durable=False)
+    except OSError:
+        pass  # only a cache: the next process asks git again
 
 
 def _stat(path: Path | None) -> _Stat:
