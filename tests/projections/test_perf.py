@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import re
+import shutil
+import string
 import subprocess
 import sys
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import realmem
 from realmem.projections import tokenize
-from realmem.stores import ids
+from realmem.stores import ids, project
 from realmem.projections import files
+from conftest import make_repo, run_git
 
 TIMES = st.one_of(
     st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"),
@@ -85,18 +94,151 @@ def test_ascii_tokenizer_fast_path_agrees_with_icu(text):
     assert tokenize.index_tokens(text) == _icu_tokens(text)
 
 
-def test_status_imports_no_heavy_library(tmp_path):
-    """`realmem status` never loads ICU, Huey, httpx, ruamel or the tokenizer's deps."""
+# Libraries `realmem status` never needs: loading any of them is start-up time spent for nothing.
+HEAVY = ("icu", "huey", "httpx", "ruamel", "mcp", "cattrs", "structlog", "asyncio", "difflib")
+
+
+def test_status_imports_no_heavy_library_and_spawns_no_git(tmp_path, repo):
+    """`realmem status` in a real git repository, once its stores are registered, never loads
+    ICU, Huey, httpx, ruamel, mcp, cattrs or structlog (nothing is logged at the default
+    level), and with the root commit and the gitignore answer cached in REALMEM_HOME it
+    spawns no git process at all."""
     code = ("import sys, runpy\n"
             "sys.argv = ['realmem', '--home', sys.argv[1], '--cwd', sys.argv[2], 'status']\n"
             "try:\n    runpy.run_module('realmem.interface.cli', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('icu', 'huey', 'httpx', 'ruamel'))), file=sys.stderr)\n")
-    (tmp_path / "proj").mkdir()
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home"), str(tmp_path / "proj")],
-                         capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    assert out.stderr.strip().splitlines()[-1:] in ([], [""]), out.stderr
+            f"print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})), file=sys.stderr)\n")
+    # A git on PATH that notes each call and runs the real one.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "git-calls"
+    real_git = shutil.which("git")
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexec "{real_git}" "$@"\n', encoding="utf-8")
+    (shim / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}:/usr/bin:/bin"}
+
+    def status() -> str:
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home"), str(repo / "src")],
+                             capture_output=True, text=True, env=env)
+        assert out.returncode == 0 and "Project " in out.stdout, out.stderr
+        return out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
+
+    (repo / "src").mkdir()
+    status()  # the first run registers the stores (events: cattrs) and asks git, caching its answers
+    assert calls.exists()
+    calls.unlink()
+    assert status() == ""
+    assert not calls.exists(), calls.read_text()
+    # A rule added by hand is still seen at once (and costs git calls again).
+    (repo / ".gitignore").write_text(".pi/\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(tmp_path / "home"), "--cwd", str(repo),
+                          "status"], capture_output=True, text=True, env=env)
+    assert "are ignored by git" in out.stdout, out.stdout + out.stderr
+
+
+def test_no_module_imports_structlog_directly():
+    """Every realmem module logs through ``logs.get_logger``, which loads structlog at the first
+    line written with ``configure``'s settings in place; a direct `import structlog` could log
+    before them (to stdout, which belongs to rpc)."""
+    root = Path(realmem.__file__).parent
+    direct = [str(p.relative_to(root)) for p in root.rglob("*.py")
+              if p.name != "logs.py" and "fakes" not in p.parts
+              and re.search(r"^\s*(import structlog|from structlog)", p.read_text(encoding="utf-8"), re.M)]
+    assert direct == []
+
+
+def test_lazy_logger_writes_structured_json_only_past_the_level(tmp_path):
+    """A logger taken before `configure` writes JSON lines to the configured file, with
+    secrets masked; a call below the level neither writes nor loads structlog."""
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "from realmem import logs\n"
+            "log = logs.get_logger('realmem.test')\n"
+            "logs.configure('warning', file=Path(sys.argv[1]))\n"
+            "log.info('quiet', n=1)\n"
+            "print('structlog' in sys.modules)\n"
+            "log.warning('loud', api_key=sys.argv[2], n=2)\n"
+            "print('structlog' in sys.modules)\n")
+    secret = "sk-" + "".join(random.choices(string.ascii_letters + string.digits, k=40))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.log"), secret], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"] and out.stderr == ""
+    lines = [json.loads(line) for line in (tmp_path / "x.log").read_text(encoding="utf-8").splitlines()]
+    assert [(r["event"], r["level"], r["api_key"], r["n"]) for r in lines] == [("loud", "warning", "****", 2)]
+    assert secret not in (tmp_path / "x.log").read_text(encoding="utf-8")
+
+
+def _truth(cwd: Path) -> tuple[str, str]:
+    """The root and key git itself gives for ``cwd``."""
+    root = str(Path(run_git(cwd, "rev-parse", "--show-toplevel")).resolve())
+    roots = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], cwd=cwd, capture_output=True, text=True)
+    key = "git-" + sorted(roots.stdout.split())[0] if roots.returncode == 0 else project.path_key(Path(root))
+    return root, key
+
+
+def test_project_detection_from_files_agrees_with_git(tmp_path, home):
+    """The work tree and root commit read from .git (and the per-HEAD cache) give what git
+    gives: in a subdirectory, after commits, with packed refs, in a linked worktree, with two
+    root commits, before the first commit, and with GIT_DIR set (git decides)."""
+    main = make_repo(tmp_path / "main")
+    (main / "a" / "b").mkdir(parents=True)
+
+    def check(cwd: Path) -> None:
+        for cache in (None, home, home):  # no cache, a cache miss, a cache hit
+            project.forget_cache()
+            p = project.detect(cwd, cache)
+            assert (str(p.root), p.key, p.is_git) == (*_truth(cwd), True), cwd
+
+    check(main / "a" / "b")
+    (main / "c.txt").write_text("c\n", encoding="utf-8")
+    run_git(main, "add", "c.txt")
+    run_git(main, "commit", "-q", "-m", "c")
+    run_git(main, "pack-refs", "--all")
+    check(main)
+    wt = tmp_path / "wt"
+    run_git(main, "worktree", "add", "-q", "-b", "side", str(wt))
+    check(wt)
+    other = tmp_path / "other"  # an unrelated history whose files do not clash with main's
+    other.mkdir()
+    run_git(other, "init", "-q")
+    (other / "o.txt").write_text("o\n", encoding="utf-8")
+    run_git(other, "add", "o.txt")
+    run_git(other, "commit", "-q", "-m", "o")
+    run_git(main, "fetch", "-q", str(other), "HEAD")
+    run_git(main, "merge", "-q", "--allow-unrelated-histories", "-m", "join", "FETCH_HEAD")
+    check(main / "a")
+    assert len(run_git(main, "rev-list", "--max-parents=0", "HEAD").split()) == 2
+    unborn = tmp_path / "unborn"
+    unborn.mkdir()
+    run_git(unborn, "init", "-q")
+    check(unborn)
+    assert project.detect(unborn, home).key == project.path_key(unborn.resolve())
+    os.environ["GIT_DIR"] = str(main / ".git")
+    try:
+        project.forget_cache()
+        assert project.detect(tmp_path, home).root == main.resolve().parent  # git's answer: the cwd is the work tree
+    finally:
+        del os.environ["GIT_DIR"]
+        project.forget_cache()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project.forget_cache()
+    assert project.detect(outside, home) == project.Project(outside.resolve(), project.path_key(outside.resolve()), False)
+
+
+def test_root_commit_cache_is_not_used_for_a_shallow_clone(tmp_path, home):
+    """A shallow clone's root is its shallow boundary: git is asked, never a cached answer."""
+    main = make_repo(tmp_path / "main")
+    for i in range(2):
+        (main / f"f{i}").write_text(f"{i}\n", encoding="utf-8")
+        run_git(main, "add", f"f{i}")
+        run_git(main, "commit", "-q", "-m", f"c{i}")
+    project.forget_cache()
+    full = project.detect(main, home).key
+    shallow = tmp_path / "shallow"
+    run_git(tmp_path, "clone", "-q", "--depth", "1", f"file://{main}", str(shallow))
+    project.forget_cache()
+    assert project.detect(shallow, home).key == _truth(shallow)[1] != full
 
 
 def test_counter_events_fast_path_matches_replay(home, repo):
