@@ -7,18 +7,30 @@ The stdlib ``sqlite3`` of Python 3.11 on our machines cannot load extensions
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
+import os
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
-import sqlite_vec
 
 from realmem.storage import fsutil
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 30_000
+
+
+@functools.cache
+def _vec0_path() -> str:
+    """``sqlite_vec.loadable_path()`` without importing sqlite_vec, which imports the stdlib
+    sqlite3 we never use (start-up time)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("sqlite-vec is not installed")
+    return os.path.normpath(os.path.join(spec.submodule_search_locations[0], "vec0"))
 
 
 def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
@@ -27,7 +39,7 @@ def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
     conn = apsw.Connection(str(path))
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
+    conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
     _ensure_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")

@@ -22,7 +22,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import threading
 import time
 import uuid
@@ -39,7 +38,7 @@ from realmem.logs import get_logger
 
 log = get_logger(__name__)
 
-HOST = socket.gethostname()
+HOST = os.uname().nodename  # what socket.gethostname() returns, without importing socket (start-up time)
 
 _POLL_MIN = 0.005
 _POLL_MAX = 0.05
