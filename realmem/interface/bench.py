@@ -379,6 +379,9 @@ def _bench_status(home: Path, root: Path, runs: int) -> dict[str, Any]:
     """`realmem status` as a script calls it, a new interpreter each time; the floor
     (`python -c pass`) runs interleaved so both see the same machine load."""
     env = {**os.environ, "REALMEM_WORKER_AUTOSTART": "0"}
+    # An installed realmem runs from cached bytecode (pip compiles it; the warm-up run writes
+    # it otherwise): with PYTHONDONTWRITEBYTECODE every run would time Python's compiler instead.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmd = [sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(root), "status"]
     subprocess.run(cmd, env=env, capture_output=True, check=True)  # the OS file cache, not ours, is warmed
     samples, floor = [], []
@@ -387,7 +390,7 @@ def _bench_status(home: Path, root: Path, runs: int) -> dict[str, Any]:
         subprocess.run(cmd, env=env, capture_output=True, check=True)
         samples.append(time.perf_counter() - t)
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=True)
+        subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, check=True)
         floor.append(time.perf_counter() - t)
     return {**_stats(samples), "floor": _stats(floor)}
 
