@@ -86,8 +86,9 @@ def level_name(level: str | None = None) -> str:
     return name if name in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"
 
 
-_LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "exception": 40, "critical": 50,
-           "fatal": 50, "msg": 0, "log": 0}
+# The level of each logging method (logging's numbers); any other attribute (bind, log...) loads structlog.
+_LEVELS = {"debug": 10, "info": 20, "msg": 20, "warning": 30, "warn": 30, "error": 40, "exception": 40,
+           "critical": 50, "fatal": 50}
 _settings: tuple[str, Path | None] | None = None  # configure()'s, until structlog is loaded
 _threshold = 0  # calls below this level are dropped without loading structlog
 
@@ -103,7 +104,7 @@ class Logger:
         self._real: Any = None
 
     def __getattr__(self, attr: str) -> Any:
-        if _LEVELS.get(attr, 0) < _threshold:
+        if _LEVELS.get(attr, _threshold) < _threshold:
             return _drop
         if self._real is None:
             self._real = _structlog().get_logger(self._name)  # structlog's own proxy: follows reconfiguration

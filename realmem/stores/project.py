@@ -87,7 +87,7 @@ def _detect(cwd: str, cache: str | None = None) -> tuple[str, str, bool]:
     found = _find_work_tree(here)
     if found is _ASK_GIT:
         top = _git(here, "rev-parse", "--show-toplevel")
-        found = (Path(top).resolve(), _git_dirs(Path(top).resolve())) if top else None
+        found = (Path(top).resolve(), None) if top else None  # git answers the root commits too
     if found is not None:
         root, dirs = found  # type: ignore[misc]
         roots = _root_commits(root, dirs, Path(cache) if cache else None)
@@ -112,7 +112,7 @@ def detect(cwd: Path, cache: Path | None = None) -> Project:
 _ASK_GIT = object()
 # Variables that change where git looks for the repository: with any of them set, git decides.
 _DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
-                  "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+                  "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
 # Config that moves the work tree or makes it bare, or pulls in other config: git decides.
 _UNUSUAL_CONFIG = re.compile(r"^\s*(worktree\b|bare\s*=\s*(true|yes|on|1)\b|\[\s*include)", re.M | re.I)
 _SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -141,8 +141,8 @@ def _find_work_tree(here: Path) -> tuple[Path, _GitDirs] | None | object:
         if (dirs is None or not os.path.isfile(dirs.gitdir / "HEAD") or not os.path.isdir(dirs.common / "objects")
                 or os.stat(d).st_uid != uid or os.stat(dirs.gitdir).st_uid != uid):
             return _ASK_GIT  # not a repository git would use as is (or safe.directory decides)
-        with open(dirs.common / "config", encoding="utf-8", errors="replace") as f:
-            if _UNUSUAL_CONFIG.search(f.read()):
+        for config in (dirs.common / "config", dirs.gitdir / "config.worktree"):
+            if config.exists() and _UNUSUAL_CONFIG.search(config.read_text(encoding="utf-8", errors="replace")):
                 return _ASK_GIT
     except OSError:
         return _ASK_GIT
