@@ -25,9 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, NamedTuple, Self
 
-import structlog
+from realmem.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HOST = "127.0.0.1"
 
