@@ -621,7 +621,6 @@ def bench(sizes: str, as_json: bool, quick: bool) -> None:
         click.echo(render(results))
 
 
-
 @cli.group(name="eval")
 def eval_group() -> None:
     """Shipped evaluations."""
