@@ -149,7 +149,9 @@ def _canonical_scalar(raw: str) -> str | None:
             value = json.loads(raw)
         except ValueError:
             return None
-        return value if isinstance(value, str) and scalar(value) == raw else None
+        # A control character that JSON escaped (``\u0000``) is one YAML may reject: ruamel decides.
+        ok = isinstance(value, str) and value.isprintable() and scalar(value) == raw
+        return value if ok else None
     return raw if scalar(raw) == raw else None
 
 
