@@ -167,16 +167,22 @@ def _canonical_time(raw: str) -> str | None:
 
 def parse_canonical(front: str, body: str) -> Parsed | None:
     """The fast path of ``parse``: the exact frontmatter ``render`` writes (no extra keys),
-    read without YAML; None for anything else."""
+    with or without its id line (a teammate's hand-written fact), read without YAML; None
+    for anything else."""
     lines = front.split("\n")
-    if len(lines) < 5 or not lines[0].startswith("id: ") or not lines[1].startswith("caption: "):
+    mem_id = None
+    if lines[0].startswith("id: "):
+        mem_id = lines[0][4:]
+        if _CANON_ID.match(mem_id) is None:
+            return None
+        lines = lines[1:]
+    if len(lines) < 4 or not lines[0].startswith("caption: "):
         return None
-    mem_id = lines[0][4:]
-    caption = _canonical_scalar(lines[1][9:])
-    if _CANON_ID.match(mem_id) is None or caption is None or not caption.strip():
+    caption = _canonical_scalar(lines[0][9:])
+    if caption is None or not caption.strip():
         return None
     paths: list[str] = []
-    i = 2
+    i = 1
     if lines[i] == "paths: []":
         i += 1
     elif lines[i] == "paths:":
@@ -284,7 +290,9 @@ def render(*, id: str, caption: str, paths: list[str], created: str, updated: st
 
 def _extra_keys(previous: str) -> str:
     try:
-        front, _, first = split(previous)
+        front, body, first = split(previous)
+        if parse_canonical(front, body) is not None:
+            return ""  # realmem's own keys only: no YAML needed
         data = _load(front, first)
     except FactFileError:
         return ""
