@@ -24,8 +24,11 @@ from realmem.gate.safety import (
     SECRET,
     Finding,
     ScanResult,
+    _all_needles,
     _gitleaks_findings,
     _go_regex,
+    _lower,
+    _needles_in,
     gitleaks_rules,
     load_gitleaks,
     mask_memory,
@@ -372,9 +375,34 @@ def test_keyword_prefilter_runs_only_rules_whose_keyword_occurs() -> None:
     assert "npm-access-token" not in kinds
 
 
+NEEDLE_PIECES = st.sampled_from(sorted(_all_needles()) + [" ", "a", "b", "\n", "\u212a", "İ", "Key", "TOKEN"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(NEEDLE_PIECES, max_size=40).map("".join))
+def test_the_one_keyword_pass_finds_exactly_the_needles_in_the_text(text: str) -> None:
+    """Every gate and gitleaks keyword is found by ``_needles_in`` exactly when it occurs."""
+    lower = _lower(text)
+    assert _needles_in(lower) == {n for n in _all_needles() if n in lower}
+    loaded = gitleaks_rules()
+    expected = [r for r in loaded.rules if any(k in lower for k in r.keywords) or not r.keywords]
+    assert loaded.candidates(lower) == expected
+
+
+def test_a_rule_file_with_keywords_of_its_own_is_still_prefiltered_by_them(tmp_path: Path) -> None:
+    """The update script loads a new gitleaks.toml whose keywords the vendored set lacks."""
+    toml = tmp_path / "gitleaks.toml"
+    toml.write_text('[[rules]]\nid = "brand-new-token"\nregex = \'zqxw_[a-z0-9]{20}\'\nkeywords = ["zqxw_"]\n',
+                    encoding="utf-8")
+    loaded = load_gitleaks(toml)
+    assert [r.kind for r in loaded.candidates("here is zqxw_ something")] == ["brand-new-token"]
+    assert loaded.candidates("nothing here") == []
+
+
 ANCHORED = [r for r in load_gitleaks().rules if r.anchor is not None]
 CONTEXT_WORDS = st.sampled_from(["api", "key", "Token", "SECRET", "auth", "twitter", "jira", "=", ": ", " ", "\n",
-                                 "'", '"', "_", "-", ".", "ab", "Z9", "AbC123dEf456GhI789jK", "x" * 12])
+                                 "'", '"', "_", "-", ".", "ab", "Z9", "AbC123dEf456GhI789jK", "x" * 12,
+                                 "\u212a", "\u017f", "é", "İ"])  # case folding: Kelvin sign, long s
 
 
 def test_context_rules_are_anchored() -> None:
