@@ -55,6 +55,7 @@ NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryFor
 # Events that only add to a memory's counters: appended with one UPDATE per memory instead of
 # a load/apply/save pass over its whole row (a recall hit is written on every recall).
 COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
+BATCH_FSYNC = 64  # a change touching more memories than this flushes its files once (_apply_files)
 
 
 class WriteBusy(RealmemError, LockTimeout):
@@ -263,11 +264,13 @@ class Realmem:
     # --- writing -------------------------------------------------------------------------
 
     def emit(self, events: Iterable[ev.Event], *, lock_timeout: float | None = None,
-             expect: Mapping[Key, int] | None = None) -> list[Envelope]:
+             expect: Mapping[Key, int] | None = None, on_disk: Iterable[Key] = ()) -> list[Envelope]:
         """Append events and apply them to every projection.  Table-only events skip the lease
         lock (they never touch files); everything else holds it.  ``expect``: the version
         (``last_seq``) each memory had when the change was decided; a different one raises
-        ChangedMeanwhile and appends nothing."""
+        ChangedMeanwhile and appends nothing.  ``on_disk``: memories whose file already holds
+        their new text under the same name (a scan read it there): their files are not
+        rewritten, so an edit made since the scan read them is never overwritten."""
         events = list(events)
         if not events:
             return []
@@ -280,7 +283,7 @@ class Realmem:
             events = self._claim_file_names(events)
             envs, before, after, keys = self._append_and_apply(events, expect=expect or {}, fenced=True)
             faults.point("after-commit")
-            if self._apply_files(before, after, keys):
+            if self._apply_files(before, after, keys.difference(on_disk)):
                 faults.point("before-position")
                 self._set_state("files", envs[-1].seq)
         return envs
@@ -405,6 +408,18 @@ class Realmem:
     def _apply_files(self, before: State, after: State, keys: Iterable[Key]) -> bool:
         """Write the files of a committed change; False if the lease was lost on the way (the
         rest is left to the next writer's catch-up)."""
+        keys = list(keys)
+        # A large batch (a pull's hand-written facts getting their ids) is flushed once at the
+        # end, as replay does, instead of an fsync per file; the files' position is recorded
+        # only after this returns, so a crash before the flush is healed by catch-up.
+        durable = len(keys) <= BATCH_FSYNC
+        try:
+            return self._write_files(before, after, keys, durable)
+        finally:
+            if not durable:
+                os.sync()
+
+    def _write_files(self, before: State, after: State, keys: list[Key], durable: bool) -> bool:
         for key in keys:
             old, new = before.memories.get(key), after.memories.get(key)
             if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
@@ -412,7 +427,7 @@ class Realmem:
             if new is not None:
                 if not self._fence_ok(new.store, new.file):
                     return False
-                files.write(self.store_dir(new.store), new.file, new.text)
+                files.write(self.store_dir(new.store), new.file, new.text, durable=durable)
                 self.record_stat(new.store, new.file)
                 faults.point("after-file")
             # A rename (new caption) or move: the new file exists before the old one goes, so a

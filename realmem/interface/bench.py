@@ -492,7 +492,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         _rpc_call(proc, 2, "prompt_section", {"cwd": str(root)})
         wait = time.perf_counter() - t
         deadline = time.monotonic() + 600
-        while True:  # the background read commits in one transaction: wait for it before the next row
+        while True:  # the background read commits in batches: wait for all of them before the next row
             with Realmem.open(home, root, scan=False) as a:
                 seen = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE '% pulled b %'").fetchone()[0]
             if seen == count or time.monotonic() > deadline:

@@ -44,6 +44,11 @@ QUICK_OPEN_FILES = 2000
 # A directory mtime this close to the scan's start may still be followed by a change within the
 # same timestamp tick (or a skewed network clock): such a stamp is not trusted next time.
 _RACY_NS = 1_000_000_000
+# A scan's events are appended in transactions of this many: a few big appends instead of one
+# per file, yet short enough that another process's write (a session start's, a recall hit's)
+# never waits long for a `git pull`'s thousands.  A crash keeps the batches committed; the
+# files of the others are read again by the next scan (their stats are recorded after).
+EMIT_BATCH = 500
 _DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
 
 
@@ -65,13 +70,16 @@ def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float 
                                              or backlog(app, [store]) == 0):
             continue  # nothing to read: no lease, no transaction
         started = time.time_ns()
-        events, seen = _scan_store(app, store)
+        reads = _Reads()
+        events, seen, on_disk = _scan_store(app, store, reads)
         if events:
             try:
                 with app.write_lease(wait):
-                    events, seen = _scan_store(app, store)
-                    if events:
-                        out.extend(app.emit(events))
+                    # Again under the lease (the tables may have moved), but a file whose
+                    # (inode, mtime, size) is what the first pass saw is not read, parsed or scanned twice.
+                    events, seen, on_disk = _scan_store(app, store, reads)
+                    for i in range(0, len(events), EMIT_BATCH):
+                        out.extend(app.emit(events[i:i + EMIT_BATCH], on_disk=on_disk))
             except LockTimeout:
                 logger.info("scan.deferred", store=store, reason="write lease busy")
                 continue
@@ -148,7 +156,41 @@ def _remember_stats(app: "Realmem", store: str, seen: dict[str, tuple[int, int] 
                 "mtime_ns=excluded.mtime_ns, size=excluded.size", (store, name, *st))
 
 
-def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None]]:
+class _Reads:
+    """What one scan read, kept for its second pass under the lease: each file's text by
+    (name, inode, mtime, size), and the parse and safety verdict of each text."""
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[str, int, int, int], str] = {}
+        self.parsed: dict[str, files.Parsed | files.FactFileError] = {}
+        self.quarantine: dict[tuple[str, str], str | None] = {}
+
+    def parse(self, text: str) -> files.Parsed:
+        got = self.parsed.get(text)
+        if got is None:
+            try:
+                got = files.parse(text)
+            except files.FactFileError as exc:
+                got = exc
+            self.parsed[text] = got
+        if isinstance(got, files.FactFileError):
+            raise got
+        return got
+
+    def scan(self, caption: str, content: str) -> str | None:
+        """Why the fact is quarantined (the safety scan's reason), or None."""
+        key = (caption, content)
+        if key not in self.quarantine:
+            from realmem.gate.safety import scan_memory  # lazily: its rules are costly to load, most scans read no file
+
+            result, _, _ = scan_memory(caption, content)
+            self.quarantine[key] = None if result.ok else result.reason()
+        return self.quarantine[key]
+
+
+def _scan_store(app: "Realmem", store: str,
+                reads: _Reads) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
+    """(events, file stats to record, memories whose file already holds their observed text)."""
     d = app.store_dir(store)
     known = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
     by_file = {f: mem_id for mem_id, (f, _) in known.items()}
@@ -160,13 +202,14 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
     seen_ids: dict[str, str] = {}
     fine: set[str] = set()  # names that read as a fact this time
     new_stats: dict[str, tuple[int, int] | None] = {}
+    on_disk: set[ev.Key] = set()
     escape = app.store_escape(store)
     if escape is not None:
         # Nothing there is read; its memories keep their last projected state.
         if problems.get("") != _digest(escape):
             logger.warning("store refused", store=store, reason=escape)
             events.append(ev.FileProblem(store, "", "store-escape", escape, None, _digest(escape)))
-        return events, new_stats
+        return events, new_stats, on_disk
     try:
         entries = sorted((e for e in os.scandir(d) if e.name.endswith(".md") and not e.name.startswith(".")),
                          key=lambda e: (e.name not in by_file, e.name))
@@ -177,7 +220,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         if problems.get("") != _digest(message):
             events.append(ev.FileProblem(store, "", "unreadable", message, None, _digest(message)))
         logger.warning("store unreadable", store=store, error=message)
-        return events, new_stats
+        return events, new_stats, on_disk
     root = Path(os.path.realpath(d))
     names = {e.name for e in entries}
 
@@ -193,7 +236,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         name = entry.name
         mem_id = by_file.get(name)
         try:
-            st, text = _read_regular(entry, root, None if mem_id is None else stats.get(name))
+            st, text = _read_regular(entry, root, None if mem_id is None else stats.get(name), reads.texts)
         except _BadFile as bad:
             problem(name, bad.kind, bad.describe(name), bad.line, _digest(bad.describe(name)))
             if mem_id is not None and bad.kind not in ("symlink-escape", "not-a-file"):
@@ -208,7 +251,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
             return
         restored, parsed_from_disk = False, True
         try:
-            parsed = files.parse(text)
+            parsed = reads.parse(text)
             if parsed.id is None:
                 parsed_id, notice = _identify(app, store, name, parsed, mem_id, seen_ids, names)
                 if notice is not None:
@@ -243,13 +286,12 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         now = now_iso()
         fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
-        from realmem.gate.safety import scan_memory  # lazily: its rules are costly to load, most scans read no file
-
-        result, _, _ = scan_memory(parsed.caption, parsed.content)
-        quarantine = None if result.ok else result.reason()
+        quarantine = reads.scan(parsed.caption, parsed.content)
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
             new_stats[name] = stamp
+            if current is None or current[0] == name:  # no other file of it for emit to remove
+                on_disk.add(ev.Key(store, parsed.id))
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
 
@@ -276,7 +318,7 @@ def _scan_store(app: "Realmem", store: str) -> tuple[list[ev.Event], dict[str, t
         if name not in handled and (name not in names or name in fine) and not told:
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     events.extend(notices)
-    return events, new_stats
+    return events, new_stats, on_disk
 
 
 class _BadFile(Exception):
@@ -290,9 +332,11 @@ class _BadFile(Exception):
         return f"{name}{'' if self.line is None else f' line {self.line}'} {self}"
 
 
-def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | None) -> tuple[os.stat_result, str | None]:
+def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | None,
+                  texts: dict[tuple[str, int, int, int], str]) -> tuple[os.stat_result, str | None]:
     """(stat, text) of a store entry; text None when its (mtime, size) is ``known`` (unchanged).
-    Its type is checked before anything is opened (``fsutil.read_regular``)."""
+    Its type is checked before anything is opened (``fsutil.read_regular``).  ``texts``: what
+    this scan already read, by (name, inode, mtime, size); a text read here is added to it."""
     path = entry.path
     try:
         st = os.lstat(path)
@@ -312,6 +356,9 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
         raise _BadFile("not-a-file", f"is {file_kind(st.st_mode)}, not a regular file; ignored")
     if known == (st.st_mtime_ns, st.st_size):
         return st, None
+    seen = texts.get((entry.name, st.st_ino, st.st_mtime_ns, st.st_size))
+    if seen is not None:
+        return st, seen
     if st.st_size > files.MAX_FILE_BYTES:
         raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes ({st.st_size}); ignored")
     try:
@@ -326,10 +373,12 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
         line = data[:data.index(b"\0")].count(b"\n") + 1
         raise _BadFile("unreadable", "is a binary file (it holds NUL bytes), not a fact; ignored", line)
     try:
-        return st, data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise _BadFile("unreadable", f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); ignored", line) from None
+    texts[(entry.name, st.st_ino, st.st_mtime_ns, st.st_size)] = text
+    return st, text
 
 
 def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_id: str | None,

@@ -239,7 +239,7 @@ def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo:
     seed(home, repo, 1)
     with Realmem.open(home, repo, scan=False) as a:
         d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
-    total = observe.SYNC_FILES + 20
+    total = max(observe.SYNC_FILES, observe.EMIT_BATCH) + 20  # more than one batch of appends
     for i in range(total):
         text = files.render(id=ids.new_id(), caption=f"Pulled fact {i}", paths=["."], created="2026-01-01T00:00:00.000Z",
                             updated="2026-01-01T00:00:00.000Z", content=f"Teammate's note {i}.")
@@ -250,10 +250,10 @@ def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo:
     assert f"reading {total} new or changed fact files in the background" in res["notification"]
     assert "Temporary note 0" in c.call("prompt_section", {"cwd": str(repo)})["text"]
     deadline = time.monotonic() + WAIT
-    while True:  # the background scan commits in one transaction: all or nothing
+    while True:  # the background scan commits in batches: wait for the last one
         with Realmem.open(home, repo, scan=False) as a:
             n = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'Pulled fact %'").fetchone()[0]
-        if n or time.monotonic() > deadline:
+        if n == total or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     assert n == total  # the one without an id was adopted with a fresh one

@@ -1,0 +1,133 @@
+"""Observing a `git pull`'s fact files: each file read once, appended in batches that are each
+atomic, secrets among them quarantined, and a scan killed between batches healed by the next.
+
+Kills use the test-only ``REALMEM_TEST_FAULT`` hook (realmem/faults.py) in a real `realmem
+scan` process; nothing is timed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import fake_secret
+from realmem.stores import ids
+from realmem.write import observe
+from realmem.app import Realmem
+from realmem.projections import files
+
+WAIT = 300
+
+
+def pull(d: Path, count: int, *, tag: str = "pulled", every_bare: int = 10) -> None:
+    """``count`` fact files as a pull brings them; one in ``every_bare`` hand-written without an id."""
+    d.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        text = files.render(id=ids.new_id(), caption=f"{tag} fact {i}", paths=["."], created="2026-01-01T00:00:00.000Z",
+                            updated="2026-01-01T00:00:00.000Z", content=f"A teammate's note number {i}.")
+        if i % every_bare == 0:
+            text = "---\n" + text.split("\n", 2)[2]  # no id line
+        (d / f"{tag}-{i}.md").write_text(text, encoding="utf-8")
+
+
+def shared_dir(home: Path, repo: Path) -> Path:
+    with Realmem.open(home, repo, scan=False) as app:
+        return app.store_dir(app.project.shared_store)  # type: ignore[union-attr]
+
+
+def scan_cli(home: Path, repo: Path, **env: str) -> int:
+    full = {**os.environ, "REALMEM_HOME": str(home), "REALMEM_WORKER_AUTOSTART": "false", **env}
+    return subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(repo), "scan"],
+                          capture_output=True, text=True, env=full, timeout=WAIT).returncode
+
+
+def assert_projected(home: Path, repo: Path, tag: str, count: int) -> None:
+    """Every file is exactly one memory whose file holds its id; replay agrees."""
+    from realmem.projections import replay
+    with Realmem.open(home, repo, scan=False) as app:
+        rows = app.conn.execute("SELECT id, file, text FROM memories WHERE caption LIKE ?", (f"{tag} fact %",)).fetchall()
+        assert len(rows) == count
+        assert len({r[1] for r in rows}) == count
+        d = app.store_dir(app.project.shared_store)  # type: ignore[union-attr]
+        for mem_id, name, text in rows:
+            on_disk = (d / name).read_text(encoding="utf-8")
+            assert on_disk == text and files.parse(on_disk).id == mem_id
+        assert app.conn.execute("SELECT count(*) FROM problems").fetchone()[0] == 0
+        assert replay.check(app).differences == []
+
+
+def test_a_scan_larger_than_a_batch_projects_every_file(home: Path, repo: Path) -> None:
+    d = shared_dir(home, repo)
+    count = observe.EMIT_BATCH + 30
+    pull(d, count)
+    with Realmem.open(home, repo, scan=False) as app:
+        events = observe.scan_stores(app)
+    assert len(events) == count
+    assert_projected(home, repo, "pulled", count)
+    with Realmem.open(home, repo, scan=False) as app:
+        assert observe.scan_stores(app) == []  # nothing is read twice into the log
+
+
+def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass under the lease reuses what the first pass read when the file is unchanged."""
+    d = shared_dir(home, repo)
+    pull(d, 12, every_bare=4)
+    reads: list[str] = []
+    real = observe.read_regular
+
+    def counting(path: str, **kw: object) -> bytes:
+        reads.append(os.path.basename(path))
+        return real(path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(observe, "read_regular", counting)
+    with Realmem.open(home, repo, scan=False) as app:
+        assert len(observe.scan_stores(app)) == 12
+    assert sorted(reads) == sorted(f"pulled-{i}.md" for i in range(12))
+    assert_projected(home, repo, "pulled", 12)
+
+
+def test_a_file_changed_after_the_first_read_is_read_again(tmp_path: Path) -> None:
+    d = tmp_path / "store"
+    d.mkdir()
+    path = d / "fact.md"
+    path.write_text("first text\n", encoding="utf-8")
+    texts: dict[tuple[str, int, int, int], str] = {}
+    entry = next(e for e in os.scandir(d))
+    assert observe._read_regular(entry, d, None, texts)[1] == "first text\n"
+    path.write_text("the second, longer text\n", encoding="utf-8")
+    entry = next(e for e in os.scandir(d))
+    assert observe._read_regular(entry, d, None, texts)[1] == "the second, longer text\n"
+
+
+def test_a_secret_in_a_pulled_file_is_quarantined_in_a_batch(home: Path, repo: Path) -> None:
+    d = shared_dir(home, repo)
+    pull(d, observe.EMIT_BATCH + 5)
+    leaked = files.render(id=ids.new_id(), caption="pulled fact leaked", paths=["."], created="2026-01-01T00:00:00.000Z",
+                          updated="2026-01-01T00:00:00.000Z",
+                          content=f"The deploy token is {fake_secret('ghp_', 36)} for now.")
+    (d / "pulled-leaked.md").write_text(leaked, encoding="utf-8")
+    with Realmem.open(home, repo, scan=False) as app:
+        observe.scan_stores(app)
+        rows = dict(app.conn.execute("SELECT caption, quarantined FROM memories WHERE caption LIKE 'pulled fact %'"))
+    assert len(rows) == observe.EMIT_BATCH + 6
+    assert rows["pulled fact leaked"] and "secret" in rows["pulled fact leaked"]
+    assert sum(q is not None for q in rows.values()) == 1
+
+
+@pytest.mark.parametrize("step", ["before-commit", "after-commit", "after-file", "before-position"])
+def test_a_scan_killed_in_its_first_batch_is_healed_by_the_next(home: Path, repo: Path, step: str) -> None:
+    """Killed at a step of its first batch (the other batches never start): what committed is
+    kept, hand-written files get their ids exactly once, and the next scan reads the rest."""
+    d = shared_dir(home, repo)
+    count = observe.EMIT_BATCH + 40
+    pull(d, count)
+    assert scan_cli(home, repo, REALMEM_TEST_FAULT=step) == -signal.SIGKILL
+    with Realmem.open(home, repo, scan=False) as app:
+        committed = app.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'pulled fact %'").fetchone()[0]
+    assert committed == (0 if step == "before-commit" else observe.EMIT_BATCH)
+    assert scan_cli(home, repo) == 0
+    assert_projected(home, repo, "pulled", count)
