@@ -12,6 +12,7 @@ command layer (``realmem.interface.commands``, ``realmem.interface.tools``) and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -40,6 +41,8 @@ class Cancelled(RealmemError):
 # never waits behind a remember that is waiting for the judge.
 SLOW = {"remember", "debug", "retry", "embed", "reindex", "consolidate", "import_begin", "import_finish",
         "settings_models", "settings_test", "prune_paths", "recall", "manage_list"}
+
+BACKGROUND_NICE = 10  # the `realmem scan` reading a large backlog runs at this lower CPU priority
 
 
 # Param types from docs/rpc.md.  A wrong type answers code 2 before the method runs, so no
@@ -263,13 +266,15 @@ class Server:
 
     def _observe_in_background(self, app: Realmem) -> None:
         """A large backlog of fact files, read by `realmem scan` in its own process: a thread
-        here would hold the GIL and slow every answer.  A crash mid-way rolls the scan's one
-        transaction back, and the next session start reads the files again."""
+        here would hold the GIL and slow every answer.  A crash mid-way keeps the batches the
+        scan committed (``observe.EMIT_BATCH``), and the next session start reads the rest again."""
         if self.scanner is not None and self.scanner.poll() is None:
             return  # one is still reading
         self.scanner = subprocess.Popen(
             [sys.executable, "-m", "realmem.interface.cli", "--home", str(self.home), "--cwd", str(app.cwd), "scan"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with contextlib.suppress(OSError):  # it yields the CPU to this child's answers (the prompt waits on them)
+            os.setpriority(os.PRIO_PROCESS, self.scanner.pid, BACKGROUND_NICE)
 
     def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem.read import prompt
@@ -514,7 +519,7 @@ def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO |
             serve_one(msg)
     slow.put(None)
     slow_thread.join(timeout=60)
-    if server.scanner is not None:  # leave no process behind: a scan commits in one go, so waiting is short
+    if server.scanner is not None:  # leave no process behind: a scan of thousands takes seconds, not minutes
         try:
             server.scanner.wait(timeout=60)
         except subprocess.TimeoutExpired:

@@ -51,17 +51,19 @@ def _project_memories(app: Realmem) -> list[Memory]:
             if any(p not in WHOLE for p in m.paths)]
 
 
-def find_missing(app: Realmem, m: Memory, known: dict[str, bool] | None = None) -> list[str]:
+def find_missing(app: Realmem, m: Memory, known: dict[str, bool] | None = None, home: Path | None = None) -> list[str]:
     """``m``'s paths that no longer exist; ``known`` remembers answers across memories (many
-    share a glob such as ``**/migrations/*.sql``, and each answer can walk the whole tree)."""
+    share a glob such as ``**/migrations/*.sql``, and each answer can walk the whole tree);
+    ``home``: the user's home, looked up once by a caller checking many memories."""
     known = {} if known is None else known
+    home = memories.user_home() if home is None else home
     out = []
     for p in m.paths:
         if p in WHOLE:
             continue
         try:
             absolute = paths.to_absolute(p, kind=memories.frame(m.store), root=memories.store_root(app, m.store),
-                                         home=memories.user_home())
+                                         home=home)
         except paths.PathError:
             out.append(p)
             continue
@@ -81,8 +83,9 @@ def check(app: Realmem) -> int:
     events: list[ev.Event] = []
     flagged = 0
     known: dict[str, bool] = {}
+    home = memories.user_home()  # once: looking it up costs more than checking a path (session start, 10k memories)
     for m in _project_memories(app):
-        gone = find_missing(app, m, known)
+        gone = find_missing(app, m, known, home)
         if gone and moved is None:
             moved = renames(app.project.root) if app.project.is_git else {}
         flags = {p: suggest(p, moved or {}) for p in gone}
