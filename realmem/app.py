@@ -55,7 +55,7 @@ NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryFor
 # Events that only add to a memory's counters: appended with one UPDATE per memory instead of
 # a load/apply/save pass over its whole row (a recall hit is written on every recall).
 COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
-BATCH_FSYNC = 64  # a change touching more memories than this flushes its files once (_apply_files)
+BATCH_FSYNC = 8  # a change writing more memories' files than this flushes them once (_apply_files)
 
 
 class WriteBusy(RealmemError, LockTimeout):
