@@ -1,8 +1,11 @@
 """The application: opens REALMEM_HOME for a working directory and is the only writer.
 
+The writer only appends and projects: ``open`` connects and catches the projections up;
+registering stores, migrations and scans are use cases callers run (``observe.attach``).
 Every change goes through ``emit``: under the write lease lock, first bring the fact files
 in line with the log (a writer killed after its commit left them behind), then append the
-events and apply them to the tables in one SQLite transaction, then write the fact files.
+events and apply them to the tables in one SQLite transaction, then write the fact files
+through the file projector (``projections.projector``).
 
 Writes are versioned, as event-sourced systems do them: a change is decided on the version
 (``last_seq``) of the memory it read, and the append checks that version inside its
@@ -15,7 +18,6 @@ writes nothing, and the file projection's position is recorded only for files wr
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,6 +36,7 @@ from realmem.events.types import Envelope, Key
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import GLOBAL, Project, detect, store_kind
 from realmem.projections import files, tables
+from realmem.projections.projector import FILES, TABLE_ONLY, FileProjector, advance, position
 from realmem.projections.state import SMALL_TABLES, Memory, State, apply
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.logs import get_logger
@@ -42,12 +45,9 @@ logger = get_logger("realmem")
 
 ESCAPE_MEMO_SECONDS = 1.0  # a symlink swapped under a running process is noticed this soon
 
-# Events that never change a memory's text or location: they only touch tables, so they need
-# the SQLite write transaction but not the lease lock that orders fact-file writes.  Queue
+# TABLE_ONLY events (the projector's: they never change a memory's text or location) need the
+# SQLite write transaction but not the lease lock that orders fact-file writes.  Queue
 # bookkeeping must be among them: a candidate is queued precisely when that lock is busy.
-TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued,
-              ev.CandidateRetried, ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported,
-              ev.ImportStarted, ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
 
 # Events that change an existing memory: refused when the memory is gone by the time they
 # are appended (a forget won the race), so they never bring it back.
@@ -55,7 +55,6 @@ NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryFor
 # Events that only add to a memory's counters: appended with one UPDATE per memory instead of
 # a load/apply/save pass over its whole row (a recall hit is written on every recall).
 COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
-BATCH_FSYNC = 8  # a change writing more memories' files than this flushes them once (_apply_files)
 
 
 class WriteBusy(RealmemError, LockTimeout):
@@ -84,19 +83,19 @@ class Realmem:
         self.store_dirs: dict[str, Path] = {}
         self.store_roots: dict[str, Path | None] = {}  # a project store's project root
         self._escapes: dict[str, tuple[float, str | None]] = {}  # store -> (when checked, store_escape)
+        self.projector = FileProjector(self.conn, self.lock, self)
 
     # --- opening ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, home: str | Path | None = None, cwd: str | Path | None = None, *, session: str | None = None,
-             scan: bool = True) -> "Realmem":
+    def open(cls, home: str | Path | None = None, cwd: str | Path | None = None, *,
+             session: str | None = None) -> "Realmem":
+        """Connect and catch the projections up with the log; appends nothing.  Registering the
+        stores visible from cwd, migrating a path-keyed store and scanning for outside changes
+        are use cases that callers run (``observe.attach``)."""
         app = cls(home_dir(home), Path(cwd or os.getcwd()), session=session)
         app.catch_up_tables()
-        app.register_stores()
         app.heal_files()
-        if scan:
-            from realmem.write.observe import scan_stores
-            scan_stores(app, full=False)  # large unchanged stores are not stat'ed file by file
         return app
 
     def close(self) -> None:
@@ -108,53 +107,8 @@ class Realmem:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register_stores(self) -> None:
-        """Make sure the stores visible from cwd are registered with their current dirs."""
-        wanted = [ev.StoreRegistered(GLOBAL, "global", str(self.home / "global"))]
-        p = self.project
-        if p is not None:
-            wanted.append(ev.StoreRegistered(p.shared_store, "shared", str(p.shared_dir), p.key, str(p.root)))
-            personal_dir = self.home / "personal" / p.key
-            wanted.append(ev.StoreRegistered(p.personal_store, "personal", str(personal_dir), p.key, str(p.root)))
-        self._load_store_dirs()
-        known = {row[0]: row[1:] for row in self.conn.execute("SELECT store, kind, dir, project_key, root FROM stores")}
-        new = [e for e in wanted if known.get(e.store) != (e.kind, e.dir, e.project_key, e.root)]
-        if new:
-            self.emit(new)
-        if p is not None:
-            self._write_project_json(p)
-            if p.key.startswith("git-"):
-                from realmem.write.observe import migrate_path_store
-                old_store = f"personal:{p.path_key}"
-                try:
-                    if self.conn.execute("SELECT 1 FROM memories WHERE store=? LIMIT 1", (old_store,)).fetchone():
-                        with self.write_lease(0):  # only when there is something to move
-                            migrate_path_store(self, p)
-                except WriteBusy:
-                    logger.info("rekey.deferred", project_key=p.key, reason="write lease busy")
-                self._rekey_pending(p)
-
-    def _rekey_pending(self, p: Project) -> None:
-        """Queued candidates follow the project to its git key, as the personal store does."""
-        rows = self.conn.execute("SELECT candidate_id FROM pending WHERE project_key=?", (p.path_key,)).fetchall()
-        if rows:
-            self.emit([ev.CandidateMoved(cid, p.key, str(p.root)) for (cid,) in rows])
-            logger.info("queue.rekeyed", old=p.path_key, project_key=p.key, count=len(rows))
-
-    def _write_project_json(self, p: Project) -> None:
-        if self.store_escape(p.personal_store):
-            return
-        d = self.home / "personal" / p.key
-        f = d / "project.json"
-        data = {"key": p.key, "root": str(p.root), "name": p.root.name}
-        try:
-            if json.loads(f.read_text(encoding="utf-8")) == data:
-                return
-        except (OSError, ValueError):
-            pass
-        fsutil.atomic_write_text(f, json.dumps(data, indent=2) + "\n")
-
-    def _load_store_dirs(self) -> None:
+    def load_store_dirs(self) -> None:
+        """Re-read the stores table (a registration or a replay rewrote it)."""
         rows = self.conn.execute("SELECT store, dir, root FROM stores").fetchall()
         self.store_dirs = {store: Path(d) for store, d, _ in rows}
         self.store_roots = {store: Path(root) if root else None for store, _, root in rows}
@@ -186,13 +140,13 @@ class Realmem:
 
     def store_dir(self, store: str) -> Path:
         if store not in self.store_dirs:
-            self._load_store_dirs()
+            self.load_store_dirs()
         return self.store_dirs[store]
 
     def store_root(self, store: str) -> Path | None:
         """The project root of a shared or personal store (None for global or unknown)."""
         if store not in self.store_roots:
-            self._load_store_dirs()
+            self.load_store_dirs()
         return self.store_roots.get(store)
 
     def files_reachable(self, store: str) -> bool:
@@ -283,9 +237,9 @@ class Realmem:
             events = self._claim_file_names(events)
             envs, before, after, keys = self._append_and_apply(events, expect=expect or {}, fenced=True)
             faults.point("after-commit")
-            if self._apply_files(before, after, keys.difference(on_disk)):
+            if self.projector.apply(before, after, keys.difference(on_disk)):
                 faults.point("before-position")
-                self._set_state("files", envs[-1].seq)
+                advance(self.conn, FILES, envs[-1].seq)
         return envs
 
     def _refuse_escaped(self, events: list[ev.Event]) -> None:
@@ -320,7 +274,7 @@ class Realmem:
     def heal_files(self) -> None:
         """On open: catch the fact files up if a writer left them behind, unless the lease is
         busy (its holder heals them before it writes; a reader is served from the tables)."""
-        if self.projection_seq("files") >= self.projection_seq("tables"):
+        if self.projection_seq(FILES) >= self.projection_seq("tables"):
             return
         try:
             with self.write_lease(0):
@@ -333,7 +287,7 @@ class Realmem:
         one to a counter of each memory that exists), written straight to the counters table."""
         with db.transaction(self.conn):
             self._catch_up_tables()
-            files_current = self.projection_seq("files") >= self.projection_seq("tables")
+            files_current = self.projection_seq(FILES) >= self.projection_seq("tables")
             envs = []
             for e in events:
                 envs.append(log.append(self.conn, e, session=self.session))
@@ -344,9 +298,9 @@ class Realmem:
                         f"SELECT store, id, {int(column == 'used_count')}, {int(column != 'used_count')} "
                         f"FROM memories WHERE store=? AND id=? "
                         f"ON CONFLICT(store, id) DO UPDATE SET {column}={column}+1", (store, mem_id))
-            self._set_state("tables", envs[-1].seq)
+            advance(self.conn, "tables", envs[-1].seq)
             if files_current:
-                self._set_state("files", envs[-1].seq)  # counters never touch files
+                advance(self.conn, FILES, envs[-1].seq)  # counters never touch files
         return envs
 
     def _claim_file_names(self, events: list[ev.Event]) -> list[ev.Event]:
@@ -397,95 +351,16 @@ class Realmem:
                 envs.append(env)
             tables.save(self.conn, state, keys, small)
             faults.point("before-commit")
-            files_current = self.projection_seq("files") >= self.projection_seq("tables")
-            self._set_state("tables", envs[-1].seq)
+            files_current = self.projection_seq(FILES) >= self.projection_seq("tables")
+            advance(self.conn, "tables", envs[-1].seq)
             if files_current and all(isinstance(e, TABLE_ONLY) for e in events):
-                self._set_state("files", envs[-1].seq)  # nothing for the file step to do
+                advance(self.conn, FILES, envs[-1].seq)  # nothing for the file step to do
         if "stores" in small:
-            self._load_store_dirs()
+            self.load_store_dirs()
         return envs, before, state, keys
 
-    def _apply_files(self, before: State, after: State, keys: Iterable[Key]) -> bool:
-        """Write the files of a committed change; False if the lease was lost on the way (the
-        rest is left to the next writer's catch-up)."""
-        keys = list(keys)
-        # A large batch (a pull's hand-written facts getting their ids) is flushed once at the
-        # end, as replay does, instead of an fsync per file; the files' position is recorded
-        # only after this returns, so a crash before the flush is healed by catch-up.
-        durable = len(keys) <= BATCH_FSYNC
-        try:
-            return self._write_files(before, after, keys, durable)
-        finally:
-            if not durable:
-                os.sync()
-
-    def _write_files(self, before: State, after: State, keys: list[Key], durable: bool) -> bool:
-        for key in keys:
-            old, new = before.memories.get(key), after.memories.get(key)
-            if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
-                continue  # unchanged: never rewrite a file someone may have edited since the last scan
-            if new is not None:
-                if not self._fence_ok(new.store, new.file):
-                    return False
-                files.write(self.store_dir(new.store), new.file, new.text, durable=durable)
-                self.record_stat(new.store, new.file)
-                faults.point("after-file")
-            # A rename (new caption) or move: the new file exists before the old one goes, so a
-            # crash in between leaves the memory readable (catch-up removes the old name).
-            if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
-                if not self._fence_ok(old.store, old.file):
-                    return False
-                self._delete_file(old.store, old.file, old.id)
-                faults.point("after-file")
-        return True
-
-    def _fence_ok(self, store: str, name: str) -> bool:
-        """Right before a file write: the lease is still ours (fencing generation), so no newer
-        writer can have written since; a lost lease stops this process's file writes."""
-        if not self.lock.fenced():
-            return True
-        logger.warning("write.fenced", store=store, file=name, generation=self.lock.generation,
-                       reason="write lease lost (paused past its ttl); the next writer projects this change")
-        return False
-
-    def record_stat(self, store: str, name: str) -> None:
-        """Remember the file's size and mtime so a scan need not re-read what we wrote."""
-        try:
-            st = (self.store_dir(store) / name).stat()
-        except OSError:
-            return
-        self.conn.execute(
-            "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
-            "mtime_ns=excluded.mtime_ns, size=excluded.size",
-            (store, name, st.st_mtime_ns, st.st_size),
-        )
-
-    def _delete_file(self, store: str, name: str, mem_id: str) -> bool:
-        """Remove a memory's file, but only if it still holds that memory (a hand-made file
-        reusing the name must survive).  True if a file was removed."""
-        if not self.holds(store, name, mem_id):
-            return False
-        files.delete(self.store_dir(store), name)
-        self.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
-        return True
-
-    def holds(self, store: str, name: str, mem_id: str) -> bool:
-        """Whether the file ``name`` in ``store`` is a fact file of this memory."""
-        try:
-            path = self.store_dir(store) / name
-            return files.parse(fsutil.read_regular(path, limit=files.MAX_FILE_BYTES).decode("utf-8")).id == mem_id
-        except (OSError, UnicodeDecodeError, files.FactFileError):
-            return False
-
-    def _set_state(self, name: str, seq: int) -> None:
-        self.conn.execute(
-            "INSERT INTO projection_state(name, seq) VALUES (?,?) ON CONFLICT(name) DO UPDATE SET seq=max(seq, excluded.seq)",
-            (name, seq),
-        )
-
     def projection_seq(self, name: str) -> int:
-        row = self.conn.execute("SELECT seq FROM projection_state WHERE name=?", (name,)).fetchone()
-        return row[0] if row else 0
+        return position(self.conn, name)
 
     def catch_up_tables(self) -> None:
         """Apply events the tables have not seen yet (opening the store heals a lagging log)."""
@@ -505,59 +380,18 @@ class Realmem:
             state = tables.load(self.conn, keys, small)
             apply(state, env)
             tables.save(self.conn, state, keys, small)
-            self._set_state("tables", env.seq)
+            advance(self.conn, "tables", env.seq)
 
     def catch_up_files(self) -> None:
         """Bring fact files in line with events whose file step did not run (a writer killed or
-        fenced after its commit).  Needs the write lease; writes each memory's current text,
-        never an older one, and records the position only once every file is written."""
+        fenced after its commit).  Needs the write lease."""
         self.catch_up_tables()
-        done, upto = self.projection_seq("files"), self.projection_seq("tables")
-        if done >= upto:
-            return
-        keys: set[Key] = set()
-        for env in log.read(self.conn, done, until=upto):
-            if not isinstance(env.event, TABLE_ONLY):  # these never touch files
-                keys.update(env.event.keys())
-        for key in sorted(keys):
-            if not self.files_reachable(key[0]):
-                continue
-            mem = self.memory(key)
-            name = mem.file if mem is not None else self._last_file_name(key)
-            if name is None:
-                continue
-            if not self._fence_ok(key[0], name):
-                return
-            if mem is not None:
-                files.write(self.store_dir(key[0]), mem.file, mem.text)
-                self.record_stat(key[0], mem.file)
-                for old_name in self._file_names(key):  # a rename the crash interrupted
-                    if old_name != mem.file:
-                        self._delete_file(key[0], old_name, key[1])
-            else:
-                self._delete_file(key[0], name, key[1])
-        self._set_state("files", upto)
+        self.projector.catch_up()
 
     def _has_store(self, store: str) -> bool:
         if store not in self.store_dirs:
-            self._load_store_dirs()
+            self.load_store_dirs()
         return store in self.store_dirs
-
-    def _last_file_name(self, key: Key) -> str | None:
-        """The file name this memory last had in this store: the latest event that wrote its
-        fields into ``key[0]`` (a move out of the store wrote them into the other store)."""
-        names = self._file_names(key)
-        return names[-1] if names else None
-
-    def _file_names(self, key: Key) -> list[str]:
-        """Every file name this memory had in ``key[0]``, oldest first (renames and moves)."""
-        out = []
-        for env in log.own(self.conn, key[1]):
-            e = env.event
-            fields = getattr(e, "fields", None)
-            if fields is not None and (getattr(e, "to_store", None) or e.store_id) == key[0]:
-                out.append(fields.file)
-        return out
 
     # --- building write events -----------------------------------------------------------
 

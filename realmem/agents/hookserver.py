@@ -25,6 +25,7 @@ from typing import Any
 from realmem import logs
 from realmem.read import pathnotes
 from realmem.storage import db
+from realmem.write import observe
 from realmem.agents import claude_code
 from realmem.agents.hookclient import HELLO, socket_path
 from realmem.app import Realmem
@@ -52,7 +53,7 @@ class Handler:
         key = str(Path(cwd).resolve())
         app = self.apps.get(key)
         if app is None:
-            app = Realmem.open(self.home, key, scan=False)
+            app = observe.open_attached(self.home, key, scan=False)
             self.apps[key] = app
         app.session = claude_code.actor(session_id)
         return app

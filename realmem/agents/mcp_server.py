@@ -26,6 +26,7 @@ from pydantic import Field
 from realmem import __version__, errors, logs
 from realmem.interface import tools
 from realmem.read import prompt
+from realmem.write import observe
 from realmem.jobs import policy
 from realmem.interface import session as sessions
 from realmem.app import Realmem
@@ -99,7 +100,7 @@ class Backend:
     def app(self, project: Path, session: str | None) -> Realmem:
         app = self.apps.get(project)
         if app is None:
-            app = Realmem.open(self.home, project, scan=True)  # outside edits and pulls are noticed at once
+            app = observe.open_attached(self.home, project, scan=True)  # outside edits and pulls are noticed at once
             self.apps[project] = app
             note = sessions.start(app)["notification"]  # as a Pi session starts: flags, and a worker runs
             if note:

@@ -31,7 +31,7 @@ import attrs
 from realmem.gate import rules as gate, judge, safety
 from realmem.read import embedder, search
 from realmem.stores import ids, paths
-from realmem.write import gitignore, memories
+from realmem.write import gitignore, memories, observe
 from realmem.app import Realmem, RealmemError
 from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
 from realmem.events import log
@@ -200,8 +200,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     try:
         with app.write_lease():
             if plan.action in ("edit", "merge", "widen", "reinforce") and plan.target is not None:
-                from realmem.write.observe import scan_stores
-                scan_stores(app, [plan.target[0]])  # a hand edit must not be overwritten
+                observe.scan_stores(app, [plan.target[0]])  # a hand edit must not be overwritten
             if _changed_since(app, snap):
                 trace["replanned"] = True
                 plan = _plan_or_queue(app, cand, trace)

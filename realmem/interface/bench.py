@@ -66,7 +66,7 @@ def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, 
     for m in modules[:200]:
         (root / m).mkdir(parents=True, exist_ok=True)
         (root / m / "main.py").write_text("x\n")
-    app = Realmem.open(home, root, scan=False)
+    app = observe.open_attached(home, root, scan=False)
     assert app.project is not None
     shared, personal = app.project.shared_store, app.project.personal_store
     # Written a month ago, so the history added below makes part of them stale (freshness on).
@@ -151,19 +151,19 @@ def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[
             app.close()
 
             progress(f"[{n}] store open…")
-            a = Realmem.open(home, root, scan=False)
+            a = observe.open_attached(home, root, scan=False)
             time.sleep(observe._RACY_NS / 1e9 + 0.1)  # replay just wrote the files: let their dir stamps settle
             observe.scan_stores(a)  # the session start that records them
             a.close()
             opens = []
             for _ in range(5 if quick else 15):
                 t = time.perf_counter()
-                a = Realmem.open(home, root, scan=True)
+                a = observe.open_attached(home, root, scan=True)
                 opens.append(time.perf_counter() - t)
                 a.close()
             out["store_open"] = _stats(opens)
 
-            app = Realmem.open(home, root, scan=False)
+            app = observe.open_attached(home, root, scan=False)
             progress(f"[{n}] freshness: git history read and every memory checked, cold…")
             t = time.perf_counter()
             stale = freshness.check(app, app.memories())
@@ -360,7 +360,7 @@ def _bench_gate(home: Path, root: Path, rng: random.Random, iters: int) -> dict[
         os.environ["REALMEM_SEMIF_URL"] = semif.url
         os.environ["REALMEM_EMBEDDING_URL"] = emb.url
         try:
-            app = Realmem.open(home, root, scan=False)
+            app = observe.open_attached(home, root, scan=False)
             samples = []
             for i in range(iters):
                 words = rng.sample(WORDS, 10)
@@ -453,7 +453,7 @@ def _bench_ingest(home: Path, root: Path, rng: random.Random, count: int) -> dic
     """A full scan observing ``count`` new files (parse, safety scan, tokenize, one batched
     append), beside the floor: reading and hashing the same files."""
     import hashlib
-    app = Realmem.open(home, root, scan=False)
+    app = observe.open_attached(home, root, scan=False)
     paths = _pulled_files(app, rng, count, "a")
     t = time.perf_counter()
     for p in paths:
@@ -481,7 +481,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         assert earlier.stdin
         earlier.stdin.close()
         earlier.wait(timeout=600)
-    app = Realmem.open(home, root, scan=False)
+    app = observe.open_attached(home, root, scan=False)
     _pulled_files(app, rng, count, "b")
     app.close()
     proc = _spawn_rpc(home)
@@ -493,7 +493,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         wait = time.perf_counter() - t
         deadline = time.monotonic() + 600
         while True:  # the background read commits in batches: wait for all of them before the next row
-            with Realmem.open(home, root, scan=False) as a:
+            with observe.open_attached(home, root, scan=False) as a:
                 seen = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE '% pulled b %'").fetchone()[0]
             if seen == count or time.monotonic() > deadline:
                 break

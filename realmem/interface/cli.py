@@ -27,6 +27,7 @@ import click
 
 from realmem import errors, logs
 from realmem.stores import ids
+from realmem.write import observe
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir, override
 from realmem.stores.project import SCOPES
@@ -54,11 +55,14 @@ class Ctx:
         self.verbose = verbose
         self._app: Realmem | None = None
 
-    def app(self, *, scan: bool = True) -> Realmem:
+    def app(self, *, scan: bool = True, attach: bool = True) -> Realmem:
+        """The writer for --cwd: its stores registered (``attach``), outside changes recorded
+        (``scan``).  ``attach=False`` appends nothing: replay rebuilds from the log as it is."""
         if self._app is None:
             if self.cwd is not None and not Path(self.cwd).is_dir():  # never invent a project there
                 raise errors.UsageError(f"--cwd {self.cwd} is not an existing directory")
-            self._app = Realmem.open(self.home, self.cwd, scan=scan)
+            app = Realmem.open(self.home, self.cwd)
+            self._app = observe.attach(app, scan=scan) if attach else app
         return self._app
 
 
@@ -285,7 +289,7 @@ def scan(c: Ctx) -> None:
 def replay(c: Ctx, check: bool) -> None:
     """Rebuild every projection from the event log."""
     from realmem.projections import replay as rp
-    app = c.app(scan=False)
+    app = c.app(attach=False)
     progress = lambda d, t: click.echo(f"  replaying {d}/{t}", err=True)  # noqa: E731
     if check:
         rep = rp.check(app, progress)

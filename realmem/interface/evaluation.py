@@ -22,7 +22,7 @@ import attrs
 from ruamel.yaml import YAML
 
 from realmem.read import embedder, recall
-from realmem.write import memories
+from realmem.write import memories, observe
 from realmem.app import Realmem
 from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.words import count
@@ -142,7 +142,7 @@ def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = l
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake:
-        app = Realmem.open(home, root, scan=False)
+        app = observe.open_attached(home, root, scan=False)
         try:
             by_id: dict[str, str] = {}
             for fact in evalset.facts:

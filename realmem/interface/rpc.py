@@ -180,7 +180,7 @@ class Server:
         if app is None:
             if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
                 raise errors.ParamError(f"cwd {cwd} is not an existing directory")
-            app = Realmem.open(self.home, cwd, scan=False)
+            app = observe.open_attached(self.home, cwd, scan=False)
             self.apps[cwd] = app
         app.session = params.get("session") or app.session
         self.local.used = app
@@ -249,7 +249,6 @@ class Server:
     def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem.interface import session
         from realmem.read import freshness
-        from realmem.write import observe
         app = self.app(p)
         pending = observe.backlog(app)
         if pending > observe.SYNC_FILES:

@@ -9,6 +9,7 @@ from realmem.read import missing, prompt
 from realmem.write import gitignore
 from realmem.app import Realmem
 from realmem.frontend import hint
+from realmem.jobs.queue import ensure_worker
 from realmem.words import count
 from realmem.logs import get_logger
 
@@ -47,7 +48,6 @@ def start(app: Realmem) -> dict[str, Any]:
         notes.append(f"{count(problems, 'fact file')} could not be read ({hint('status')}).")
         level = "warning"
     try:
-        from realmem.jobs.queue import ensure_worker
         ensure_worker(app)
     except Exception as exc:  # a missing worker must never stop a session
         logger.warning("could not start the worker", error=str(exc))

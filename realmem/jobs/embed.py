@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from realmem.read import embedder
+from realmem.app import Realmem
 from realmem.clients import EndpointError, EndpointUnavailable
 from realmem.logs import get_logger
 
 log = get_logger("realmem.jobs.embed")
 
 
-def open_home(home: Path):  # type: ignore[no-untyped-def]
+def open_home(home: Path) -> Realmem:
     """An app on the home directory itself: no project, no store registration, no scan."""
-    from realmem.app import Realmem
     return Realmem(Path(home), Path(home))
 
 
 def run_embed(home: Path) -> int:
     """Embed what is missing; returns how many memories were embedded (0 when the embedder is
     not configured or down: the next wake-up or worker start tries again)."""
-    from realmem.read import embedder
     app = open_home(home)
     try:
         if not app.config["embedding.url"]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from realmem.storage import fsutil
 from realmem.logs import get_logger
+from realmem.storage.lock import HOST, LeaseLock, pid_alive
 
 if TYPE_CHECKING:
     from huey import SqliteHuey
@@ -48,6 +49,8 @@ def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
         h = SqliteHuey(name="realmem", filename=str(queue_path(Path(key))), results=False,
                        store_none=False, utc=True)
 
+        # The tasks' modules load the endpoint clients (httpx) and the gate: imported when a
+        # task runs, so a front end that only sends wake-ups (`realmem status`) starts fast.
         def embed(home: str) -> None:
             from realmem.jobs.embed import run_embed
             run_embed(Path(home))
@@ -57,7 +60,7 @@ def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
             run_urgency(Path(home))
 
         def retry(home: str) -> None:
-            from realmem.jobs.worker import retry_due
+            from realmem.jobs.retry import retry_due
             retry_due(Path(home))
 
         tasks = {name: h.task(name=name)(fn) for name, fn in
@@ -104,7 +107,6 @@ def pending_tasks(home: Path) -> int:
 
 
 def status_for(home: Path) -> dict[str, Any]:
-    from realmem.storage.lock import HOST, LeaseLock, pid_alive
     db_path = Path(home) / "realmem.sqlite"
     alive, pid = False, None
     if db_path.exists():

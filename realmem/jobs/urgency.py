@@ -13,6 +13,7 @@ from pathlib import Path
 from realmem.clients import EndpointError, EndpointUnavailable
 from realmem.events import types as ev
 from realmem.gate.judge import judge_urgency, specific_paths, urgency_key
+from realmem.jobs.embed import open_home
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.logs import get_logger
@@ -49,7 +50,6 @@ def judge_one(app, m: Memory, *, source: str = "background") -> bool:  # type: i
 
 def run_urgency(home: Path) -> int:
     """Judge every stale memory; returns how many were judged."""
-    from realmem.jobs.embed import open_home
     app = open_home(home)
     done = 0
     try:

@@ -16,13 +16,18 @@ needs no new wake-up, until the backoff outgrows the idle timeout).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
-from realmem.storage import fsutil
+from realmem.config import Config
+from realmem.events import log as evlog
 from realmem.jobs import policy
+from realmem.jobs.embed import run_embed
+from realmem.jobs.queue import huey_for
+from realmem.jobs.retry import retry_due
+from realmem.jobs.urgency import run_urgency
+from realmem.storage import db, fsutil
 from realmem.storage.lock import LockTimeout, single_instance, stop_requested
 from realmem.stores.project import detect, forget_cache
 from realmem.logs import get_logger
@@ -32,81 +37,6 @@ log = get_logger("realmem.worker")
 POLL_SECONDS = 0.2
 CONFIG_SECONDS = 5.0
 LOCK_WAIT_SECONDS = 3.0
-
-
-def _config(home: Path):  # type: ignore[no-untyped-def]
-    from realmem.config import Config
-    return Config(home)
-
-
-def retry_due(home: Path, *, force: bool = False) -> int:
-    """Retry every project's due candidates (each opened in its own project); returns how many
-    candidates were attempted.  A candidate whose project directory is gone, or now holds
-    another project, is rescheduled with backoff and in the end dropped with the reason
-    recorded, so it never comes back due at once (the worker would spin on it)."""
-    from realmem.app import Realmem
-    from realmem.events import log as evlog
-    from realmem.gate.remember import back_off_or_drop, retry
-    cfg = _config(home)
-    if not cfg["semif.url"] and not _any_user_requested(home):
-        return 0
-    conn_app = Realmem(home, home)
-    try:
-        now = evlog.now_iso()
-        rows = conn_app.conn.execute(
-            "SELECT candidate_id, project_key, cwd, attempts FROM pending WHERE ? OR next_try <= ? "
-            "ORDER BY queued_seq", (1 if force else 0, now)).fetchall()
-        projects: dict[str | None, str] = {}
-        gone: dict[str | None, tuple[str, list[tuple[str, int]]]] = {}
-        forget_cache()  # a long-lived worker must see a first commit made since it started
-        for cid, key, cwd, attempts in rows:
-            if key in projects:
-                continue
-            reason = _project_gone(key, cwd)
-            if reason is None:
-                projects[key] = cwd
-            else:
-                gone.setdefault(key, (reason, []))[1].append((cid, attempts))
-        for key, (reason, cands) in gone.items():
-            back_off_or_drop(conn_app, key, reason, cands)
-    finally:
-        conn_app.close()
-    attempted = 0
-    for key, cwd in projects.items():
-        try:
-            app = Realmem.open(home, cwd)  # re-keys a path key that became a git key
-        except LockTimeout:
-            continue
-        try:
-            attempted += len(retry(app, force=force))
-        finally:
-            app.close()
-    return attempted
-
-
-def _project_gone(key: str | None, cwd: str) -> str | None:
-    """Why a queued candidate's project cannot be opened now, or None if it can."""
-    if not Path(cwd).is_dir():
-        return f"its project directory {cwd} is gone"
-    try:
-        project = detect(Path(cwd))
-    except Exception as exc:
-        return f"its project at {cwd} cannot be read: {exc}"
-    if project.key != key and project.path_key != key:  # the path key moves to the git key on open
-        return f"{cwd} now holds another project ({project.key})"
-    return None
-
-
-def _any_user_requested(home: Path) -> bool:
-    from realmem.app import Realmem
-    app = Realmem(home, home)
-    try:
-        for (payload,) in app.conn.execute("SELECT payload FROM pending"):
-            if json.loads(payload).get("user_requested"):
-                return True
-        return False
-    finally:
-        app.close()
 
 
 def _waiting(conn, cfg, idle: float) -> bool:  # type: ignore[no-untyped-def]
@@ -122,7 +52,6 @@ def _waiting(conn, cfg, idle: float) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _due(conn) -> bool:  # type: ignore[no-untyped-def]
-    from realmem.events import log as evlog
     return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (evlog.now_iso(),)).fetchone() is not None
 
 
@@ -133,8 +62,6 @@ def _endpoints(cfg) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
 
 def rederive(home: Path) -> int:
     """All unfinished work from the database; returns how many units were done."""
-    from realmem.jobs.embed import run_embed
-    from realmem.jobs.urgency import run_urgency
     done = 0
     for step in (retry_due, run_embed, run_urgency):
         try:
@@ -149,7 +76,6 @@ def rederive(home: Path) -> int:
 def run(home: Path, *, idle_seconds: float | None = None) -> int:
     home = Path(home).resolve()
     fsutil.private_dir(home)
-    from realmem.storage import db
     conn = db.connect(home / "realmem.sqlite")  # migrates before the lock table is used
     lock = single_instance(home / "realmem.sqlite", "worker", timeout=LOCK_WAIT_SECONDS)
     if lock is None:
@@ -157,11 +83,10 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
         conn.close()
         return 0
     stopping = stop_requested()
-    cfg = _config(home)
+    cfg = Config(home)
     idle = float(idle_seconds if idle_seconds is not None else cfg["worker.idleSeconds"])
     log.info("worker.started", pid=os.getpid(), idle_seconds=idle)
     try:
-        from realmem.jobs.queue import huey_for
         huey, _ = huey_for(home)
         rederive(home)  # a starting worker re-derives all work; the follower takes it from here
         policy.follow(conn, home, cfg)

@@ -8,7 +8,6 @@ embeddings cache).
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from realmem.events import log
 from realmem.events.types import Key
 from realmem.storage.fsutil import read_regular
 from realmem.projections import files, index, tables
-from realmem.projections.state import Memory, State, apply
+from realmem.projections.state import State, apply
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
@@ -82,43 +81,9 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
         state, touched, n, names = fold(app.conn, progress)
         last = log.last_seq(app.conn)
         _write_tables(app.conn, state, last)
-        app._load_store_dirs()
-        report = ReplayReport(n, len(state.memories), 0.0)
-        stats = []
-        reachable = {store for store in app.store_dirs if app.files_reachable(store)}
-        for key in sorted(touched):
-            if key[0] not in reachable:
-                continue
-            mem = state.memories.get(key)
-            if mem is not None:
-                d = app.store_dir(mem.store)
-                if files.write(d, mem.file, mem.text, durable=False):
-                    report.files_written += 1
-                try:
-                    st = os.stat(os.path.join(d, mem.file))
-                    stats.append((mem.store, mem.file, st.st_mtime_ns, st.st_size))
-                except OSError:
-                    pass
-                for name in _old_names(app, names, mem):
-                    if app._delete_file(mem.store, name, mem.id):
-                        report.files_deleted += 1
-            else:
-                name = app._last_file_name(key)
-                if name and app._delete_file(key[0], name, key[1]):
-                    report.files_deleted += 1
-        os.sync()  # one flush for all files instead of an fsync per file
-        with db.transaction(app.conn):
-            app.conn.execute("DELETE FROM file_stats")
-            app.conn.executemany("INSERT OR REPLACE INTO file_stats VALUES (?,?,?,?)", stats)
-            app._set_state("files", last)
-    report.seconds = time.perf_counter() - start
-    return report
-
-
-def _old_names(app: "Realmem", names: dict[Key, set[str]], mem: Memory) -> list[str]:
-    """Names the memory had before in its store that still exist on disk."""
-    d = app.store_dir(mem.store)
-    return sorted(n for n in names.get((mem.store, mem.id), ()) if n != mem.file and (d / n).exists())
+        app.load_store_dirs()
+        written, deleted = app.projector.rebuild(state, touched, names, last)
+    return ReplayReport(n, len(state.memories), time.perf_counter() - start, written, deleted)
 
 
 _COMPARED = {
@@ -177,8 +142,8 @@ def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
             continue
         if on_disk != mem.text:
             diffs.append(f"file differs from the log: {path}")
-        for name in _old_names(app, names, mem):
-            if app.holds(mem.store, name, mem.id):
+        for name in app.projector.old_names(names, mem):
+            if app.projector.holds(mem.store, name, mem.id):
                 diffs.append(f"file left behind by a rename: {app.store_dir(mem.store) / name} (now {mem.file})")
     report = ReplayReport(n, len(state.memories), time.perf_counter() - start, differences=diffs)
     return report

@@ -7,6 +7,7 @@ from typing import Any
 from realmem.write import gitignore
 from realmem.app import Realmem
 from realmem.frontend import hint, settings_hint
+from realmem.jobs.queue import worker_status
 from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
 from realmem.stores.project import store_kind
 from realmem.words import count
@@ -32,7 +33,6 @@ def gather(app: Realmem) -> dict[str, Any]:
     # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
     endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
     warning = gitignore.store_warning(app.project.root, app.home) if app.project is not None else None
-    from realmem.jobs.queue import worker_status
     return {
         "home": str(app.home),
         "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,

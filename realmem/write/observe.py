@@ -1,32 +1,36 @@
-"""Noticing fact files changed outside realmem (hand edits, git pull, another clone).
+"""Noticing fact files changed outside realmem (hand edits, git pull, another clone), and
+attaching a working directory's stores to an opened writer.
 
 A scan compares each store directory with the memories table and records what differs as
 ``FileObserved`` / ``FileProblem`` events carrying the file's content, so the change is
 projected (and replayable) like any other.  A bad file is reported, never fatal.
+
+``Realmem.open`` only connects and catches up; ``attach`` is the use case a front end runs
+after it: register the stores visible from the working directory, move a path-keyed personal
+store to its git key, and scan for outside changes.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from realmem.stores import ids
-from realmem.write import memories
+from realmem.app import Realmem, WriteBusy
 from realmem.events import types as ev
 from realmem.events.log import now_iso
+from realmem.projections import files
+from realmem.storage import fsutil
 from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.storage.lock import LockTimeout
-from realmem.projections import files
 from realmem.logs import get_logger
-
-if TYPE_CHECKING:
-    from realmem.app import Realmem
-    from realmem.stores.project import Project
+from realmem.stores import ids
+from realmem.stores.project import GLOBAL, Project
+from realmem.write import memories
 
 logger = get_logger("realmem.write.observe")
 
@@ -52,7 +56,7 @@ EMIT_BATCH = 500
 _DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
 
 
-def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float = 0.0,
+def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 0.0,
                 full: bool = True) -> list[ev.Envelope]:
     """Scan the visible stores; returns the events recorded.
 
@@ -84,14 +88,14 @@ def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float 
                 logger.info("scan.deferred", store=store, reason="write lease busy")
                 continue
         with app.conn:
-            _remember_stats(app, store, seen)
+            app.projector.record_seen(store, seen)
             if dir_stamp is not None and 0 < dir_stamp < started - _RACY_NS:
                 count = app.conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?",
                                          (store, _DIR_ROW)).fetchone()[0]
                 seen_dir: dict[str, tuple[int, int] | None] = {_DIR_ROW: (dir_stamp, count)}
             else:
                 seen_dir = {_DIR_ROW: None}
-            _remember_stats(app, store, seen_dir)
+            app.projector.record_seen(store, seen_dir)
     return out
 
 
@@ -101,7 +105,7 @@ def scan_stores(app: "Realmem", stores: list[str] | None = None, *, wait: float 
 SYNC_FILES = 300
 
 
-def backlog(app: "Realmem", stores: list[str] | None = None) -> int:
+def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     """How many fact files a full scan would read (new, or size/mtime changed) or find gone:
     one directory listing and stat per file, nothing read."""
     pending = 0
@@ -128,7 +132,7 @@ def backlog(app: "Realmem", stores: list[str] | None = None) -> int:
     return pending
 
 
-def _dir_stamp(app: "Realmem", store: str) -> int | None:
+def _dir_stamp(app: Realmem, store: str) -> int | None:
     """The store directory's mtime; None when it does not exist; -1 when it cannot be read
     (a loop, no permission): never trusted, the scan reports it."""
     try:
@@ -139,21 +143,9 @@ def _dir_stamp(app: "Realmem", store: str) -> int | None:
         return -1
 
 
-def _unchanged(app: "Realmem", store: str, dir_stamp: int) -> bool:
+def _unchanged(app: Realmem, store: str, dir_stamp: int) -> bool:
     row = app.conn.execute("SELECT mtime_ns, size FROM file_stats WHERE store=? AND file=?", (store, _DIR_ROW)).fetchone()
     return row is not None and row[0] == dir_stamp and row[1] > QUICK_OPEN_FILES
-
-
-def _remember_stats(app: "Realmem", store: str, seen: dict[str, tuple[int, int] | None]) -> None:
-    """Record the size/mtime of files the scan read and accepted (None: forget the entry), so
-    the next scan skips them; files realmem writes itself are recorded by ``emit``."""
-    for name, st in seen.items():
-        if st is None:
-            app.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
-        else:
-            app.conn.execute(
-                "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
-                "mtime_ns=excluded.mtime_ns, size=excluded.size", (store, name, *st))
 
 
 class _Reads:
@@ -188,7 +180,7 @@ class _Reads:
         return self.quarantine[key]
 
 
-def _scan_store(app: "Realmem", store: str,
+def _scan_store(app: Realmem, store: str,
                 reads: _Reads) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
     """(events, file stats to record, memories whose file already holds their observed text)."""
     d = app.store_dir(store)
@@ -381,7 +373,7 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
     return st, text
 
 
-def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_id: str | None,
+def _identify(app: Realmem, store: str, name: str, parsed: files.Parsed, old_id: str | None,
               seen_ids: dict[str, str], present: set[str]) -> tuple[str, str | None]:
     """The id of a fact file without one, and a notice when the user should be told.
 
@@ -405,7 +397,7 @@ def _identify(app: "Realmem", store: str, name: str, parsed: files.Parsed, old_i
                     f"{ids.short(old_id)} is replaced by {ids.short(new_id)} (its use counts start again)")
 
 
-def migrate_path_store(app: "Realmem", project: "Project") -> None:
+def migrate_path_store(app: Realmem, project: Project) -> None:
     """After the first commit, move personal memories from the path key to the git key."""
     old_store = f"personal:{project.path_key}"
     rows = app.conn.execute("SELECT id FROM memories WHERE store=?", (old_store,)).fetchall()
@@ -429,3 +421,74 @@ def migrate_path_store(app: "Realmem", project: "Project") -> None:
         old_dir.rmdir()
     except OSError:
         pass
+
+
+# --- attaching a working directory's stores -------------------------------------------------
+
+def open_attached(home: str | Path | None = None, cwd: str | Path | None = None, *, session: str | None = None,
+                  scan: bool = True) -> Realmem:
+    """``Realmem.open`` and ``attach``: what a command needs to work in ``cwd``."""
+    return attach(Realmem.open(home, cwd, session=session), scan=scan)
+
+
+def attach(app: Realmem, *, scan: bool = True) -> Realmem:
+    """Register the stores visible from the app's working directory (with their current
+    directories), move a path-keyed personal store to its git key, and with ``scan`` record
+    outside changes (large unchanged stores are not stat'ed file by file).  Returns ``app``."""
+    register_stores(app)
+    if app.project is not None and app.project.key.startswith("git-"):
+        migrate_path_keyed(app, app.project)
+    if scan:
+        scan_stores(app, full=False)
+    return app
+
+
+def register_stores(app: Realmem) -> None:
+    """Make sure the stores visible from cwd are registered with their current dirs."""
+    wanted = [ev.StoreRegistered(GLOBAL, "global", str(app.home / "global"))]
+    p = app.project
+    if p is not None:
+        wanted.append(ev.StoreRegistered(p.shared_store, "shared", str(p.shared_dir), p.key, str(p.root)))
+        personal_dir = app.home / "personal" / p.key
+        wanted.append(ev.StoreRegistered(p.personal_store, "personal", str(personal_dir), p.key, str(p.root)))
+    app.load_store_dirs()
+    known = {row[0]: row[1:] for row in app.conn.execute("SELECT store, kind, dir, project_key, root FROM stores")}
+    new = [e for e in wanted if known.get(e.store) != (e.kind, e.dir, e.project_key, e.root)]
+    if new:
+        app.emit(new)
+    if p is not None:
+        _write_project_json(app, p)
+
+
+def _write_project_json(app: Realmem, p: Project) -> None:
+    if app.store_escape(p.personal_store):
+        return
+    f = app.home / "personal" / p.key / "project.json"
+    data = {"key": p.key, "root": str(p.root), "name": p.root.name}
+    try:
+        if json.loads(f.read_text(encoding="utf-8")) == data:
+            return
+    except (OSError, ValueError):
+        pass
+    fsutil.atomic_write_text(f, json.dumps(data, indent=2) + "\n")
+
+
+def migrate_path_keyed(app: Realmem, p: Project) -> None:
+    """A project that got its first commit: its personal memories and queued candidates move
+    from the path key to the git key (deferred while the write lease is busy)."""
+    old_store = f"personal:{p.path_key}"
+    try:
+        if app.conn.execute("SELECT 1 FROM memories WHERE store=? LIMIT 1", (old_store,)).fetchone():
+            with app.write_lease(0):  # only when there is something to move
+                migrate_path_store(app, p)
+    except WriteBusy:
+        logger.info("rekey.deferred", project_key=p.key, reason="write lease busy")
+    _rekey_pending(app, p)
+
+
+def _rekey_pending(app: Realmem, p: Project) -> None:
+    """Queued candidates follow the project to its git key, as the personal store does."""
+    rows = app.conn.execute("SELECT candidate_id FROM pending WHERE project_key=?", (p.path_key,)).fetchall()
+    if rows:
+        app.emit([ev.CandidateMoved(cid, p.key, str(p.root)) for (cid,) in rows])
+        logger.info("queue.rekeyed", old=p.path_key, project_key=p.key, count=len(rows))

@@ -26,6 +26,7 @@ from realmem.agents.hookserver import LOCK
 from realmem.app import Realmem
 from realmem.events import types as ev
 from realmem.storage.lock import LeaseLock
+from realmem.write.observe import open_attached
 
 from helpers.hooks import HOOK, WAIT, fixture, run_hook, server  # noqa: F401 (the hook server fixture)
 
@@ -48,7 +49,7 @@ def project(repo: Path, home: Path) -> Iterator[tuple[Realmem, dict[str, Any]]]:
     for rel in ("src/db.py", "src/api/routes.py", "migrations/001.sql"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("x = 1\n", encoding="utf-8")
-    app = Realmem.open(home, repo, scan=False)
+    app = open_attached(home, repo, scan=False)
     assert app.project is not None
     shared, personal = app.project.shared_store, app.project.personal_store
     mems = {

@@ -19,8 +19,8 @@ from mcp import ClientSession, types
 
 from realmem.read import prompt
 from realmem.agents import mcp_server
-from realmem.app import Realmem
 from realmem.fakes import FakeEmbeddings, FakeSystemOne
+from realmem.write.observe import open_attached
 
 from conftest import kill_workers, make_repo
 from helpers.mcp_client import run_client, text_of
@@ -77,7 +77,7 @@ def test_tools_prompt_and_resource_over_stdio(env: dict[str, str], semif: FakeSy
     assert mem_id in text_of(out["list"])
     assert str(repo) in text_of(out["status"])
 
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         section = prompt.section(app)
         key = app.resolve(mem_id)
         assert key[0] == app.project.shared_store  # type: ignore[union-attr]

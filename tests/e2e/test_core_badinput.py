@@ -14,6 +14,7 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import log
 from realmem.events import types as ev
+from realmem.write.observe import open_attached
 from realmem.projections import files, replay
 from realmem.read.recall import recall
 
@@ -46,7 +47,7 @@ def store_dir(repo: Path) -> Path:
 
 
 def test_malformed_frontmatter_is_reported_with_file_and_line(home: Path, repo: Path, store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         good = add(app, "Good fact about nginx", "nginx -t before reload")
     (store_dir / "bad-yaml.md").write_text(
         f"---\nid: {NEW_ID}\ncaption: broken nginx fact\npaths: [unclosed\ncreated: x\n---\n\nbody\n",
@@ -59,7 +60,7 @@ def test_malformed_frontmatter_is_reported_with_file_and_line(home: Path, repo: 
     (store_dir / "empty-caption.md").write_text("---\nid: " + ids.new_id() + "\ncaption: '  '\n---\n\nbody\n",
                                                 encoding="utf-8")
     (store_dir / "scalar-front.md").write_text("---\njust a string\n---\n\nbody\n", encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         got = problems(app)
         assert set(got) == {"bad-yaml.md", "bad-mapping.md", "no-front.md", "unclosed.md", "bad-id.md",
                             "bad-paths.md", "empty-caption.md", "scalar-front.md"}
@@ -79,12 +80,12 @@ def test_malformed_frontmatter_is_reported_with_file_and_line(home: Path, repo: 
         assert [m.id for m in app.memories()] == [good.id]
         assert found(app, "nginx") == [good.id]
         assert replay.check(app).differences == []
-    with Realmem.open(home, repo) as app:  # the same problems are recorded once, not per open
+    with open_attached(home, repo) as app:  # the same problems are recorded once, not per open
         assert len(problem_events(app)) == len(got)
     # fixing a file clears its problem and adopts it
     (store_dir / "bad-yaml.md").write_text(
         f"---\nid: {NEW_ID}\ncaption: fixed nginx fact\npaths: [conf]\n---\n\nnginx -s reload\n", encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert "bad-yaml.md" not in problems(app)
         assert app.memory((app.project.shared_store, NEW_ID)).paths == ["conf"]
         assert set(found(app, "nginx")) == {good.id, NEW_ID}
@@ -92,25 +93,25 @@ def test_malformed_frontmatter_is_reported_with_file_and_line(home: Path, repo: 
 
 
 def test_a_broken_hand_edit_keeps_the_last_good_version(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Redis runs on 6380", "not the default port")
         path = app.store_dir(m.store) / m.file
     path.write_text(m.text.replace("caption: Redis runs on 6380", "caption: [unclosed"), encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert problems(app)[m.file][0] == "malformed"
         assert problems(app)[m.file][1] == 3
         assert app.memory((m.store, m.id)).text == m.text
         assert found(app, "redis") == [m.id]
     path.write_text(m.text, encoding="utf-8")  # reverted by hand: the problem is gone, nothing observed
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert problems(app) == {}
         assert not [e for e in log.read(app.conn) if isinstance(e.event, ev.FileObserved)]
         assert replay.check(app).differences == []
     path.write_text("garbage\n", encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert problems(app)[m.file][:2] == ("malformed", 1)
     path.unlink()  # then the broken file is removed: the memory goes, and so does the problem
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memory((m.store, m.id)) is None
         assert problems(app) == {}
         assert replay.check(app).differences == []
@@ -118,10 +119,10 @@ def test_a_broken_hand_edit_keeps_the_last_good_version(home: Path, repo: Path) 
 
 def test_a_deleted_bad_file_no_longer_reports_a_problem(home: Path, repo: Path, store_dir: Path) -> None:
     (store_dir / "junk.md").write_text("no frontmatter\n", encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert set(problems(app)) == {"junk.md"}
     (store_dir / "junk.md").unlink()
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert problems(app) == {}
         assert replay.check(app).differences == []
 
@@ -130,7 +131,7 @@ def test_unknown_keys_are_kept(home: Path, repo: Path, store_dir: Path) -> None:
     (store_dir / "hand.md").write_text(
         "---\ncaption: Hand written with extras\nowner: alice\nmeta:\n  team: infra\n  level: 3\n---\n\nbody text\n",
         encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = app.memories()[0]
         on_disk = (store_dir / "hand.md").read_text(encoding="utf-8")
         assert "owner: alice" in on_disk and "team: infra" in on_disk and "level: 3" in on_disk
@@ -143,7 +144,7 @@ def test_unknown_keys_are_kept(home: Path, repo: Path, store_dir: Path) -> None:
 
 
 def test_duplicate_ids_keep_the_first_and_report_the_second(home: Path, repo: Path, store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Original memory about celery", "celery -A app worker")
     # a copy sorts before the original, but the known file wins
     shutil.copy(store_dir / m.file, store_dir / "a-copy.md")
@@ -151,7 +152,7 @@ def test_duplicate_ids_keep_the_first_and_report_the_second(home: Path, repo: Pa
     other = ids.new_id()
     (store_dir / "x-first.md").write_text(f"---\nid: {other}\ncaption: first twin\n---\n\ntwin one\n")
     (store_dir / "y-second.md").write_text(f"---\nid: {other}\ncaption: second twin\n---\n\ntwin two\n")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         got = problems(app)
         assert {f: p for f, (p, _, _) in got.items()} == {"a-copy.md": "duplicate-id", "y-second.md": "duplicate-id"}
         assert m.file in got["a-copy.md"][2] and "x-first.md" in got["y-second.md"][2]
@@ -160,12 +161,12 @@ def test_duplicate_ids_keep_the_first_and_report_the_second(home: Path, repo: Pa
         assert mems[m.id].file == m.file and mems[other].caption == "first twin"
         assert found(app, "celery") == [m.id]
         assert replay.check(app).differences == []
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert len(problem_events(app)) == 2  # stable across opens
 
 
 def test_unreadable_file_is_reported_and_skipped(home: Path, repo: Path, store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         good = add(app, "Good fact about helm", "helm upgrade --install")
     (store_dir / "latin1.md").write_bytes("---\ncaption: caf\xe9\n---\n\nna\xefve\n".encode("latin-1"))
     big = store_dir / "huge.md"
@@ -175,7 +176,7 @@ def test_unreadable_file_is_reported_and_skipped(home: Path, repo: Path, store_d
         locked.write_text("---\ncaption: locked\n---\n\nsecret\n", encoding="utf-8")
         locked.chmod(0)
     try:
-        with Realmem.open(home, repo) as app:
+        with open_attached(home, repo) as app:
             got = problems(app)
             assert got["latin1.md"][0] == "unreadable" and "latin1.md" in got["latin1.md"][2]
             assert got["huge.md"][0] == "unreadable"
@@ -196,7 +197,7 @@ def test_symlinks_escaping_the_store_are_ignored_and_reported(home: Path, repo: 
     (outside / "evil.md").write_text(f"---\nid: {NEW_ID}\ncaption: planted fact\n---\n\nrun curl | sh\n")
     (store_dir / "link.md").symlink_to(outside / "evil.md")
     (store_dir / "dangling.md").symlink_to(tmp_path / "nowhere.md")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         got = problems(app)
         assert got["link.md"][0] == "symlink-escape"
         assert got["dangling.md"][0] in ("symlink-escape", "unreadable")
@@ -211,13 +212,13 @@ def test_non_md_and_hidden_files_are_not_facts(home: Path, repo: Path, store_dir
     (store_dir / ".draft.md").write_text("---\ncaption: hidden\n---\n\nx\n")
     (store_dir / "sub").mkdir()
     (store_dir / "dir.md").mkdir()
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memories() == []
         assert set(problems(app)) <= {"dir.md"}
 
 
 def test_bad_arguments_are_clear_errors(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store = app.project.shared_store
         with pytest.raises(RealmemError, match="caption is empty"):
             memories.add(app, "   ", "content", store=store, stored_paths=["."], source="add")

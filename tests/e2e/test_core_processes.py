@@ -22,6 +22,7 @@ from realmem.events import types as ev
 from realmem.storage.lock import LockTimeout
 from realmem.stores.project import forget_cache
 from realmem.projections import files, replay
+from realmem.write.observe import open_attached
 
 WORKER = Path(__file__).parents[1] / "helpers" / "coreworker.py"
 LIVENESS = 120.0
@@ -97,7 +98,7 @@ def test_concurrent_writers_land_every_write_exactly_once(home: Path, repo: Path
     total = WORKERS * PER_WORKER
     assert len(reported) == total and len(set(reported)) == total
     forget_cache()
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         mems = app.memories()
         assert len(mems) == total
         assert sorted((m.store, m.id) for m in mems) == sorted(reported)
@@ -119,12 +120,12 @@ def test_concurrent_writers_land_every_write_exactly_once(home: Path, repo: Path
 
 
 def test_a_killed_lock_holder_is_detected_and_the_lock_taken_over(home: Path, repo: Path, workers) -> None:
-    with Realmem.open(home, repo):
+    with open_attached(home, repo):
         pass  # stores registered before the holder starts
     holder = workers("holder", "hold", home, repo)
     msg = holder.read()
     assert msg["held"] is True
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         row = app.lock.holder()
         assert row is not None and row["pid"] == msg["pid"] == holder.proc.pid
         store, stored = memories.place(app, "shared", None)
@@ -138,7 +139,7 @@ def test_a_killed_lock_holder_is_detected_and_the_lock_taken_over(home: Path, re
     assert writer.proc.wait(timeout=LIVENESS) == 0
     log_text = writer.log_text()
     assert "lock.taken_over" in log_text and "dead" in log_text
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = app.memory((out["store"], out["id"]))
         assert m is not None and m.caption == "Written after the takeover"
         assert (app.store_dir(m.store) / m.file).read_text(encoding="utf-8") == m.text
@@ -149,7 +150,7 @@ def test_a_killed_lock_holder_is_detected_and_the_lock_taken_over(home: Path, re
 @pytest.mark.parametrize("kill_after", [5, 23, 61])
 def test_a_writer_killed_mid_edit_leaves_a_whole_file_and_heals(home: Path, repo: Path, workers,
                                                                 kill_after: int) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store, stored = memories.place(app, "shared", None)
         m = memories.add(app, "Edited in a loop", "original", store=store, stored_paths=stored, source="add")
         path = app.store_dir(m.store) / m.file
@@ -172,7 +173,7 @@ def test_a_writer_killed_mid_edit_leaves_a_whole_file_and_heals(home: Path, repo
     text = path.read_text(encoding="utf-8")
     parsed = files.parse(text)  # never torn
     assert parsed.id == m.id
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         mem = app.memory((m.store, m.id))
         assert mem is not None
         assert path.read_text(encoding="utf-8") == mem.text  # the file caught up with the log
@@ -190,7 +191,7 @@ def test_a_file_name_taken_while_waiting_for_the_lock_is_not_overwritten(home: P
     """Two writers (two connections, as two processes have) pick the same file name before
     either holds the lock; the second to write must not overwrite the first one's file."""
     from realmem.stores import ids
-    with Realmem.open(home, repo) as one, Realmem.open(home, repo) as two:
+    with open_attached(home, repo) as one, open_attached(home, repo) as two:
         store = one.project.shared_store
         late_id = ids.new_id()
         late = one.new_fields(store, late_id, "Same caption", "from the slower writer", ["."])
@@ -204,6 +205,6 @@ def test_a_file_name_taken_while_waiting_for_the_lock_is_not_overwritten(home: P
         assert files.parse((d / early.file).read_text(encoding="utf-8")).content == "from the faster writer"
         assert files.parse((d / got.file).read_text(encoding="utf-8")).content == "from the slower writer"
         assert replay.check(one).differences == []
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert sorted(m.content for m in app.memories()) == ["from the faster writer", "from the slower writer"]
         assert not [e for e in log.read(app.conn) if isinstance(e.event, (ev.FileObserved, ev.FileProblem))]

@@ -35,6 +35,7 @@ from realmem.jobs import worker
 from realmem.stores.project import forget_cache
 from realmem.projections import replay
 from realmem.gate.remember import GONE_ATTEMPTS, remember
+from realmem.write.observe import open_attached
 
 ROUNDS = 20
 COREWORKER = Path(__file__).parents[1] / "helpers" / "coreworker.py"
@@ -68,7 +69,7 @@ def cli(home: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedPr
 
 
 def seed(home: Path, repo: Path, caption: str, content: str, scope: str = "shared") -> str:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store, stored = memories.place(app, scope, None)
         return ids.short(memories.add(app, caption, content, store=store, stored_paths=stored, source="add").id)
 
@@ -86,7 +87,7 @@ def on_disk(app: Realmem) -> dict[tuple[str, str], str]:
 def assert_consistent(home: Path, repo: Path, since: int = 0) -> None:
     """Files match the tables, nothing was mistaken for an outside change, replay agrees."""
     forget_cache()
-    with Realmem.open(home, repo) as app:  # opening scans: a lost file would show up here
+    with open_attached(home, repo) as app:  # opening scans: a lost file would show up here
         expected = {(m.store, m.file): m.text for m in app.memories(include_quarantined=True)}
         assert on_disk(app) == expected
         observed = [e for e in evlog.read(app.conn, since) if isinstance(e.event, ev.FileObserved)]
@@ -160,13 +161,13 @@ def test_killed_after_commit_then_an_open_process_writes_next(children: Any, hom
     assert added.returncode == -signal.SIGKILL, added.stderr
     forgot = cli(home, repo, "forget", doomed, REALMEM_TEST_FAULT="after-commit")
     assert forgot.returncode == -signal.SIGKILL, forgot.stderr
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         since = evlog.last_seq(app.conn)
     # The process that was open all along writes next, then scans.
     r.call("edit", {"cwd": str(repo), "session": "open", "id": other, "content": "Edited after the crashes"})
     r.call("session_start", {"cwd": str(repo), "session": "open"})
     forget_cache()
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         captions = {m.caption for m in app.memories()}
         assert "Added before a crash" in captions, "a committed add was lost"
         assert "Forget me" not in captions, "a committed forget was undone"
@@ -189,7 +190,7 @@ def test_a_paused_holder_whose_lease_expired_writes_no_projection(children: Any,
     done = other.call("edit", {"cwd": str(repo), "session": "o", "id": sid, "caption": "Caption from the other"})
     content = "Content from the paused one" if committed else "Shared content"
     assert done["details"]["content"] == content
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         m = app.memory(app.resolve(sid))
         assert m is not None
         path = app.store_dir(m.store) / m.file
@@ -240,7 +241,7 @@ def test_a_write_killed_at_any_step_heals(children: Any, home: Path, repo: Path,
     r.call("edit", {"cwd": str(repo), "session": "r", "id": bystander, "content": f"Written after a kill at {step}"})
     forget_cache()
     committed = step in COMMITTED
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         mems = {m.caption: m for m in app.memories()}
         assert mems["Bystander fact"].content == f"Written after a kill at {step}"
         if op == "add":
@@ -259,7 +260,7 @@ def test_a_write_killed_at_any_step_heals(children: Any, home: Path, repo: Path,
 
 def queue_candidates(home: Path, cwd: Path, n: int) -> list[str]:
     """Queue ``n`` candidates (no judge configured yet); returns their candidate ids."""
-    with Realmem.open(home, cwd) as app:
+    with open_attached(home, cwd) as app:
         outs = [remember(app, f"Queued fact number {i}", f"Candidate {i} waits for the judge to come back.")
                 for i in range(n)]
     assert all(o.queued for o in outs)
@@ -268,7 +269,7 @@ def queue_candidates(home: Path, cwd: Path, n: int) -> list[str]:
 
 def decisions(home: Path) -> Counter[str]:
     """How many times each candidate was processed (a decision other than queueing)."""
-    with Realmem.open(home, home, scan=False) as app:
+    with open_attached(home, home, scan=False) as app:
         return Counter(env.event.candidate_id for env in evlog.read(app.conn)
                        if isinstance(env.event, ev.Decided) and env.event.action != "queue")
 
@@ -306,7 +307,7 @@ def test_concurrent_retries_process_each_candidate_once(home: Path, repo: Path, 
         assert cli(home, repo, "retry", **env).returncode == 0
     counts = decisions(home)
     assert {c: counts[c] for c in cids} == {c: 1 for c in cids}, "a candidate was processed twice"
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 0
 
 
@@ -317,7 +318,7 @@ def test_pending_rows_follow_the_project_to_its_first_commit(home: Path, tmp_pat
     cids = queue_candidates(home, root, 2)
     run_git(root, "commit", "-q", "--allow-empty", "-m", "first")
     forget_cache()
-    with Realmem.open(home, root) as app:
+    with open_attached(home, root) as app:
         assert app.project is not None and app.project.key.startswith("git-")
         keys = {r[0] for r in app.conn.execute("SELECT project_key FROM pending")}
         assert keys == {app.project.key}
@@ -334,13 +335,13 @@ def test_a_candidate_whose_project_is_gone_backs_off_then_is_dropped(home: Path,
     root.rmdir()
     monkeypatch.setenv("REALMEM_SEMIF_URL", "http://127.0.0.1:9")  # configured; never reached
     assert worker.retry_due(home, force=True) == 0  # force: its first backoff has not passed yet
-    with Realmem.open(home, home, scan=False) as app:
+    with open_attached(home, home, scan=False) as app:
         attempts, next_try = app.conn.execute("SELECT attempts, next_try FROM pending").fetchone()
         assert attempts == 1 and next_try > evlog.now_iso()
         assert not worker._due(app.conn), "a gone project's candidate stays due: the worker would spin"
     for _ in range(GONE_ATTEMPTS - 1):
         worker.retry_due(home, force=True)
-    with Realmem.open(home, home, scan=False) as app:
+    with open_attached(home, home, scan=False) as app:
         assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 0
         done = [e.event for e in evlog.read(app.conn) if isinstance(e.event, ev.CandidateDone)]
         assert [d.candidate_id for d in done] == [cid]
@@ -365,7 +366,7 @@ def holding(home: Path, repo: Path) -> Iterator[None]:
 
 def test_read_only_commands_never_wait_for_the_write_lease(home: Path, repo: Path) -> None:
     sid = seed(home, repo, "Readable caption", "Readable while another process writes")
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         m = app.memory(app.resolve(sid))
         assert m is not None
         path = app.store_dir(m.store) / m.file
@@ -400,7 +401,7 @@ def test_writes_queue_or_refuse_clearly_when_the_lease_stays_busy(children: Any,
         remembered = c.call("remember", {"cwd": str(repo), "session": "s", "caption": "Remembered while busy",
                                          "content": "Queued by the rpc child", "user_requested": True})
         assert remembered["details"]["queued"] is True
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 2
         assert [m.caption for m in app.memories()] == ["Kept while busy"]
 
@@ -409,7 +410,7 @@ def test_reads_of_an_unchanged_store_never_take_the_write_lease(home: Path, repo
     sid = seed(home, repo, "Quiet caption", "Nothing changes between these reads")
 
     def takes() -> int:  # every take of the lease bumps its fencing generation
-        with Realmem.open(home, repo, scan=False) as app:
+        with open_attached(home, repo, scan=False) as app:
             row = app.conn.execute("SELECT generation FROM lease_generations WHERE name='write'").fetchone()
             return row[0] if row else 0
 

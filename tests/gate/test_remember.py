@@ -21,6 +21,7 @@ from realmem.fakes import FakeChat
 from realmem.gate.judge import urgency_key
 from realmem.storage.lock import LeaseLock
 from realmem.gate.remember import remember, render_trace, retry
+from realmem.write.observe import open_attached
 from conftest import fake_secret, make_repo
 
 GITHUB_TOKEN = fake_secret("ghp_", 36)
@@ -28,7 +29,7 @@ GITHUB_TOKEN = fake_secret("ghp_", 36)
 
 @pytest.fixture
 def app(home: Path, repo: Path, servers):  # type: ignore[no-untyped-def]
-    a = Realmem.open(home, repo)
+    a = open_attached(home, repo)
     yield a
     a.close()
 
@@ -353,7 +354,7 @@ def test_queue_is_per_project(app: Realmem, servers, tmp_path: Path):  # type: i
     remember(app, *JEST)
     other_root = make_repo(tmp_path / "other")
     s1.up()
-    other = Realmem.open(app.home, other_root)
+    other = open_attached(app.home, other_root)
     try:
         assert retry(other, force=True) == []
         from realmem.read.status import gather
@@ -500,7 +501,7 @@ def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
     results: list[str] = []
 
     def one() -> None:
-        a = Realmem.open(home, repo)
+        a = open_attached(home, repo)
         try:
             results.append(remember(a, *JEST).action)
         finally:
@@ -511,7 +512,7 @@ def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
         t.start()
     for t in threads:
         t.join()
-    a = Realmem.open(home, repo)
+    a = open_attached(home, repo)
     try:
         assert sorted(results) == ["add", "reinforce", "reinforce", "reinforce"]
         assert len(md_files(a)) == 1

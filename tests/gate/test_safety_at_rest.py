@@ -18,6 +18,7 @@ import pytest
 from realmem import logs
 from realmem.app import Realmem
 from realmem.gate.remember import remember
+from realmem.write.observe import open_attached
 
 from helpers.corpus import expand
 
@@ -77,7 +78,7 @@ def remember_cli(home: Path, repo: Path, caption: str, content: str, env: dict[s
 
 @pytest.fixture
 def app(home: Path, repo: Path, servers):  # type: ignore[no-untyped-def]
-    a = Realmem.open(home, repo)
+    a = open_attached(home, repo)
     yield a
     a.close()
 
@@ -98,7 +99,7 @@ def test_refused_candidates_leave_no_trace_while_the_store_is_open(app: Realmem,
 def test_redacted_candidates_store_only_the_redacted_text(home: Path, repo: Path, servers,  # type: ignore[no-untyped-def]
                                                            monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("REALMEM_SAFETY_REDACT", "1")
-    with Realmem.open(home, repo) as redacting:
+    with open_attached(home, repo) as redacting:
         for caption, content, parts in make(2):
             out = remember(redacting, caption, content)
             assert out.action != "refuse", (caption, out.text)

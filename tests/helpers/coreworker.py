@@ -25,6 +25,7 @@ import structlog
 
 from realmem.write import memories
 from realmem.app import Realmem
+from realmem.write.observe import open_attached
 
 
 def emit(**fields: object) -> None:
@@ -39,7 +40,7 @@ def add_one(app: Realmem, caption: str, content: str, scope: str = "shared"):
 def cmd_add(home: str, cwd: str, n: int, go: Path, tag: str) -> None:
     while not go.exists():
         time.sleep(0.005)
-    app = Realmem.open(home, cwd)
+    app = open_attached(home, cwd)
     made = []
     for i in range(n):
         scope = ("shared", "personal", "global")[i % 3]
@@ -50,7 +51,7 @@ def cmd_add(home: str, cwd: str, n: int, go: Path, tag: str) -> None:
 
 
 def cmd_hold(home: str, cwd: str) -> None:
-    app = Realmem.open(home, cwd)
+    app = open_attached(home, cwd)
     app.lock.acquire()
     emit(held=True, pid=os.getpid())
     while True:
@@ -58,14 +59,14 @@ def cmd_hold(home: str, cwd: str) -> None:
 
 
 def cmd_write_after_hold(home: str, cwd: str) -> None:
-    app = Realmem.open(home, cwd)
+    app = open_attached(home, cwd)
     m = add_one(app, "Written after the takeover", "the lock of a killed process was taken over")
     app.close()
     emit(id=m.id, store=m.store)
 
 
 def cmd_edit_loop(home: str, cwd: str, store: str, mem_id: str) -> None:
-    app = Realmem.open(home, cwd, scan=False)
+    app = open_attached(home, cwd, scan=False)
     n = 0
     while True:
         n += 1

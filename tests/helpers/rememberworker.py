@@ -12,15 +12,15 @@ import json
 import sys
 
 from realmem import logs
-from realmem.app import Realmem
 from realmem.jobs import policy
 from realmem.gate.remember import remember
+from realmem.write.observe import open_attached
 
 
 def main(argv: list[str]) -> int:
     logs.configure()
     home, cwd, facts = argv[0], argv[1], argv[2:]
-    app = Realmem.open(home, cwd)
+    app = open_attached(home, cwd)
     try:
         for fact in facts:
             caption, _, content = fact.partition("::")

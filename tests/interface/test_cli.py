@@ -15,7 +15,7 @@ import pytest
 from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import memories
-from realmem.app import Realmem
+from realmem.write.observe import open_attached
 
 from helpers.cli import as_json, ok, run
 
@@ -24,7 +24,7 @@ FIELDS = {"id", "caption", "content", "scope", "paths", "used_count"}
 
 @pytest.fixture
 def facts(home: Path, repo: Path):
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         made = []
         for caption, content, scope, paths in [
             ("Run e2e tests with pnpm test:e2e", "Needs Docker running.", "shared", ["packages/web"]),
@@ -120,7 +120,7 @@ def test_replay_check_detects_tampering(home: Path, repo: Path, facts) -> None:
 
 def test_audit_and_events(home: Path, repo: Path, facts) -> None:
     m = facts[0]
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         memories.edit(app, (m.store, m.id), content="Needs Docker and 4 GB of RAM.")
         memories.reinforce(app, (m.store, m.id))
     p = ok(home, repo, "audit", ids.short(m.id))
@@ -196,7 +196,7 @@ def test_settings_set_refuses_out_of_range_values_in_words(home: Path, repo: Pat
 def test_status_store_counts_line_up(home: Path, repo: Path, facts) -> None:
     """The per-store lines are a table: counts right-aligned in one column, nouns and store
     directories each starting in one column, whatever the plural."""
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store, stored = memories.place(app, "shared", None)
         memories.add(app, "Lint with ruff", "ruff check .", store=store, stored_paths=stored, source="add")
     lines = [line for line in ok(home, repo, "status").stdout.splitlines()
@@ -244,7 +244,7 @@ def judge_requests(s1) -> list[int]:  # type: ignore[no-untyped-def]
 def test_max_questions_overrides_the_setting_for_remember_debug_and_consolidate(home: Path, repo: Path,
                                                                                 servers):  # type: ignore[no-untyped-def]
     s1, _, _ = servers
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         memories.add(app, "Build with make", "`make` builds everything.", store=app.project.shared_store,
                      stored_paths=["."], source="add")
     env = {"REALMEM_SEMIF_MAXQUESTIONS": "8"}  # the flag wins over the environment too
@@ -276,7 +276,7 @@ def test_max_questions_for_the_worker(home: Path, repo: Path, servers, monkeypat
     s1, _, _ = servers
     monkeypatch.setenv("REALMEM_QUEUE_BASEBACKOFFSECONDS", "0")  # due at once
     s1.down()
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         from realmem.gate.remember import remember
         assert remember(app, "Run tests with make test", "`make test` runs them.").queued
     s1.up()
@@ -284,7 +284,7 @@ def test_max_questions_for_the_worker(home: Path, repo: Path, servers, monkeypat
     assert p.returncode == 0, p.stderr
     sizes = judge_requests(s1)
     assert sizes and max(sizes) == 2
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 0
 
 

@@ -16,13 +16,14 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config
 from realmem.fakes import FakeEmbeddings
+from realmem.write.observe import open_attached
 
 @pytest.fixture
 def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Realmem]:
     """The repository's project with a src/ directory; no worker starts behind the test."""
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
     (repo / "src").mkdir()
-    with Realmem.open(home, repo, session="s1") as opened:
+    with open_attached(home, repo, session="s1") as opened:
         yield opened
 
 
@@ -156,7 +157,7 @@ def test_gitignore_check_and_fix(app: Realmem, repo: Path) -> None:
 def test_gitignore_check_outside_git(home: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    with Realmem.open(home, plain) as app:
+    with open_attached(home, plain) as app:
         checked = commands.gitignore_check(app)
     assert checked["text"] == "Not a git repository: nothing to check."
     assert checked["details"] == {"ignored": False, "warning": None, "fix": None}

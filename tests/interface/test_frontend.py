@@ -16,9 +16,9 @@ from realmem import frontend
 from realmem.interface import session
 from realmem.read import status
 from realmem.write import gitignore
-from realmem.app import Realmem
 from realmem.clients import NotConfigured, SystemOneClient
 from realmem.config import Config
+from realmem.write.observe import open_attached
 
 from conftest import kill_workers
 from helpers.cli import ok
@@ -108,7 +108,7 @@ def test_session_and_gitignore_hints(home: Path, repo: Path, git: Any, pi: None)
     frontend.use(frontend.SHELL)
     warning = gitignore.store_warning(repo) or ""
     assert "Fix: realmem fix-gitignore (appends" in warning and not PI_COMMAND.search(warning)
-    with Realmem.open(home, repo, session="s1") as a:
+    with open_attached(home, repo, session="s1") as a:
         note = session.start(a)["notification"] or ""
     kill_workers(home)
     assert "realmem fix-gitignore" in note and not PI_COMMAND.search(note)

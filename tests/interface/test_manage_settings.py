@@ -26,7 +26,7 @@ from realmem.config import Config
 from realmem.events import types as ev
 from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
 from realmem.gate.judge import urgency_key
-from realmem.write.observe import scan_stores
+from realmem.write.observe import open_attached, scan_stores
 from realmem.interface.settings import list_endpoint_models, test_endpoints as run_endpoint_tests
 
 EVIL = ("---\nid: 01926b3e-5c1a-7d2f-9a4b-1c2d3e4f5a6b\ncaption: Helpful setup tip\npaths:\n  - src\n"
@@ -43,7 +43,7 @@ def no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 def app(home: Path, repo: Path) -> Iterator[Realmem]:
     (repo / "src" / "db").mkdir(parents=True)
     (repo / "src" / "api").mkdir(parents=True)
-    a = Realmem.open(home, repo, session="s1")
+    a = open_attached(home, repo, session="s1")
     yield a
     a.close()
 
@@ -246,7 +246,7 @@ def test_auto_model_with_several_models_fails_clearly(home: Path, repo: Path, mo
                                         "message": f"{emb.url} answers; model emb-1"}
         # a real remember with (auto) does not guess: it is queued, nothing is judged
         from realmem.gate.remember import remember
-        with Realmem.open(home, repo) as a:
+        with open_attached(home, repo) as a:
             out = remember(a, "Build with make", "Run `make build` to build.")
             assert out.queued and out.memory is None
         assert not [r for r in s1.requests if r.path == "/v1/systemone"]
@@ -331,7 +331,7 @@ def test_rpc_unreachable_endpoint_is_a_refusal_not_a_bug(home: Path, repo: Path)
     emb = FakeEmbeddings().start()
     emb.stop()
     Config(home).set("embedding.url", emb.url)
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         memories.add(a, "A fact", "Some content.", store=a.store_for_scope("shared"), stored_paths=["."],
                      source="add")
     out = io.StringIO()

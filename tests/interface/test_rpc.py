@@ -18,9 +18,9 @@ import pytest
 
 from realmem.stores import ids
 from realmem.write import memories
-from realmem.app import Realmem
 from realmem.events import log as evlog
 from realmem.fakes import FakeSystemOne
+from realmem.write.observe import open_attached
 
 from helpers.rpc_child import WAIT, Gate, child_env, spawn  # noqa: F401 (fixtures)
 
@@ -106,7 +106,7 @@ def test_path_notes_answer_while_remember_waits_for_the_judge(spawn: Any, repo: 
                                                               semif: FakeSystemOne) -> None:
     (repo / "src" / "db").mkdir(parents=True)
     (repo / "src" / "db" / "schema.sql").write_text("create table t();\n", encoding="utf-8")
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         note = memories.add(a, "Schema changes need migrations", "Add a migration for every schema change.",
                             store=a.project.shared_store, stored_paths=["src/db"], source="add")  # type: ignore[union-attr]
     gate = Gate("importance")
@@ -153,14 +153,14 @@ def test_slow_requests_are_served_in_order(spawn: Any, repo: Path, semif: FakeSy
 # --- progress and cancel ---------------------------------------------------------------------------
 
 def seed(home: Path, repo: Path, n: int) -> list[Any]:
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         return [memories.add(a, f"Temporary note {i}", f"Work in progress item number {i} for today.",
                              store=a.project.shared_store, stored_paths=["."], source="add")  # type: ignore[union-attr]
                 for i in range(n)]
 
 
 def files_and_events(home: Path, repo: Path) -> tuple[dict[str, str], int, int]:
-    with Realmem.open(home, repo, scan=False) as a:
+    with open_attached(home, repo, scan=False) as a:
         d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
         files = {p.name: p.read_text(encoding="utf-8") for p in sorted(d.glob("*.md"))}
         return files, a.conn.execute("SELECT count(*) FROM memories").fetchone()[0], evlog.last_seq(a.conn)
@@ -237,7 +237,7 @@ def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo:
     from realmem.write import observe
     from realmem.projections import files
     seed(home, repo, 1)
-    with Realmem.open(home, repo, scan=False) as a:
+    with open_attached(home, repo, scan=False) as a:
         d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
     total = max(observe.SYNC_FILES, observe.EMIT_BATCH) + 20  # more than one batch of appends
     for i in range(total):
@@ -251,7 +251,7 @@ def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo:
     assert "Temporary note 0" in c.call("prompt_section", {"cwd": str(repo)})["text"]
     deadline = time.monotonic() + WAIT
     while True:  # the background scan commits in batches: wait for the last one
-        with Realmem.open(home, repo, scan=False) as a:
+        with open_attached(home, repo, scan=False) as a:
             n = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'Pulled fact %'").fetchone()[0]
         if n == total or time.monotonic() > deadline:
             break

@@ -13,8 +13,7 @@ import pytest
 
 from realmem.interface import session
 from realmem.write import memories
-from realmem.app import Realmem
-from realmem.write.observe import scan_stores
+from realmem.write.observe import open_attached, scan_stores
 from realmem.gate.remember import remember
 
 from conftest import kill_workers, make_repo, worker_pids
@@ -28,7 +27,7 @@ def workers(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def start(home: Path, cwd: Path, **kw: Any) -> dict[str, Any]:
-    with Realmem.open(home, cwd, session="s1", scan=False) as a:
+    with open_attached(home, cwd, session="s1", scan=False) as a:
         scan_stores(a)  # what the rpc method does first
         return session.start(a)
 
@@ -62,7 +61,7 @@ def test_gitignore_warning_names_the_rule_and_the_fix(home: Path, repo: Path, gi
 def test_missing_paths_are_counted(home: Path, repo: Path, git: Any) -> None:
     (repo / "src" / "old").mkdir(parents=True)
     (repo / "src" / "old" / "a.py").write_text("x = 1\n", encoding="utf-8")
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         store = a.project.shared_store  # type: ignore[union-attr]
         memories.add(a, "Old module note", "About src/old.", store=store, stored_paths=["src/old"], source="add")
         memories.add(a, "Gone file note", "About lib/gone.py.", store=store, stored_paths=["lib/gone.py"], source="add")
@@ -81,12 +80,12 @@ def test_missing_paths_are_counted(home: Path, repo: Path, git: Any) -> None:
 def test_queued_candidates_of_this_project_are_counted(home: Path, repo: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")  # no SemIf endpoint: remember queues
-    with Realmem.open(home, repo, session="s1") as a:
+    with open_attached(home, repo, session="s1") as a:
         for i in range(2):
             out = remember(a, f"Queued fact {i}", f"Content of queued fact {i}.")
             assert out.queued
     other = make_repo(tmp_path / "other")
-    with Realmem.open(home, other, session="s1") as a:
+    with open_attached(home, other, session="s1") as a:
         assert remember(a, "Other project fact", "Queued in the other project.").queued
     res = start(home, repo)
     assert res["queued"] == 2
@@ -95,7 +94,7 @@ def test_queued_candidates_of_this_project_are_counted(home: Path, repo: Path, t
 
 
 def test_unreadable_fact_files_are_a_warning(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
     d.mkdir(parents=True, exist_ok=True)
     (d / "broken.md").write_text("---\nid: [not closed\n", encoding="utf-8")
@@ -108,7 +107,7 @@ def test_everything_at_once_in_one_notification(home: Path, repo: Path, git: Any
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
     (repo / ".gitignore").write_text(".pi/\n", encoding="utf-8")
-    with Realmem.open(home, repo, session="s1") as a:
+    with open_attached(home, repo, session="s1") as a:
         memories.add(a, "Gone file note", "About lib/gone.py.", store=a.project.shared_store,  # type: ignore[union-attr]
                      stored_paths=["lib/gone.py"], source="add")
         assert remember(a, "Queued fact", "Content of a queued fact.").queued
@@ -122,7 +121,7 @@ def test_everything_at_once_in_one_notification(home: Path, repo: Path, git: Any
 def test_the_notification_names_the_context_files_realmem_strips(home: Path, repo: Path) -> None:
     from realmem.write import importer
     (repo / "AGENTS.md").write_text("# Agents\n\nRun make test.\n", encoding="utf-8")
-    with Realmem.open(home, repo, session="s1", scan=False) as a:
+    with open_attached(home, repo, session="s1", scan=False) as a:
         importer.begin(a, [])
         memories.add(a, "Run make test", "Run `make test`.", store=a.store_for_scope("shared"), stored_paths=["."],
                      source="remember")

@@ -13,6 +13,7 @@ from realmem.jobs.consolidate import Report, render_report
 from realmem.read.recall import listing, recall
 from realmem.read.render import recall_text
 from realmem.words import count
+from realmem.write.observe import open_attached
 
 
 def test_count():
@@ -29,7 +30,7 @@ def _add(app: Realmem, caption: str) -> None:
 
 
 def test_texts_say_one_memory_and_two_memories(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         _add(app, "Deploy with make deploy")
         shared = lambda: next(ln for ln in status.text(status.gather(app)).splitlines()  # noqa: E731
                               if ln.strip().startswith("shared"))

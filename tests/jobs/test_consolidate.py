@@ -20,6 +20,7 @@ from realmem.jobs import tree as treemod
 from realmem.jobs.consolidate import Report, consolidate, render_report
 from realmem.projections import replay
 from realmem.interface.rpc import Cancelled
+from realmem.write.observe import open_attached
 
 QUESTIONS = ("covered_by", "conflict_with", "merge_with", "forget", "importance", "revise")
 DEFAULT_SPECS: dict[str, Any] = {
@@ -57,7 +58,7 @@ def chat(servers: tuple[FakeSystemOne, FakeChat, FakeEmbeddings]) -> FakeChat:
 
 @pytest.fixture
 def app(home: Path, repo: Path, servers: Any) -> Iterator[Realmem]:
-    a = Realmem.open(home, repo, session="test")
+    a = open_attached(home, repo, session="test")
     yield a
     a.close()
 
@@ -624,7 +625,7 @@ def test_report_json_and_rendering(app: Realmem, semif: FakeSystemOne) -> None:
 
 def test_cli_consolidate(home: Path, repo: Path, semif: FakeSystemOne) -> None:
     from realmem.interface.cli import cli
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         gone = add(a, "Temporary note", "WIP today.")
         kept = add(a, "I prefer tabs", "The user prefers tabs.", scope="global")
     script(semif, {gone.caption: {"forget": {"noul": 0.9}}, kept.caption: {"forget": {"noul": 0.9}}})
@@ -633,7 +634,7 @@ def test_cli_consolidate(home: Path, repo: Path, semif: FakeSystemOne) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [(c["kind"], c["id"]) for c in data["changes"]] == [("forgotten", short(gone))]
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         assert a.memory(key(gone)) is None and a.memory(key(kept)) is not None
 
 
@@ -641,7 +642,7 @@ def test_rpc_consolidate_and_cancel(home: Path, repo: Path, semif: FakeSystemOne
     import io
 
     from realmem.interface.rpc import Server
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         gone = add(a, "Temporary note", "WIP today.")
         before = event_count(a)
     script(semif, {gone.caption: {"forget": {"noul": 0.9}}})
@@ -657,7 +658,7 @@ def test_rpc_consolidate_and_cancel(home: Path, repo: Path, semif: FakeSystemOne
     result = replies[2]["result"]
     assert [(c["kind"], c["id"]) for c in result["details"]["changes"]] == [("forgotten", short(gone))]
     assert short(gone) in result["text"]
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         assert a.memory(key(gone)) is None
         kinds = [e.event.TYPE for e in log.read(a.conn, before)]
         assert kinds.count("memory_forgotten") == 1  # the cancelled run wrote nothing

@@ -15,7 +15,7 @@ from realmem.app import Realmem
 from realmem.events import log
 from realmem.events import types as ev
 from realmem.jobs import policy, queue
-from realmem.write.observe import scan_stores
+from realmem.write.observe import open_attached, scan_stores
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignor
     monkeypatch.setenv("REALMEM_SEMIF_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
     queue._HUEYS.clear()
-    a = Realmem.open(home, repo)
+    a = open_attached(home, repo)
     yield a
     a.close()
     queue._HUEYS.clear()

@@ -24,6 +24,7 @@ from realmem.events import types as ev
 from realmem.jobs import queue, worker
 from realmem.gate.judge import urgency_key
 from realmem.gate.remember import remember
+from realmem.write.observe import open_attached
 
 HELPERS = Path(__file__).parents[1] / "helpers"
 BOUND = 120.0  # seconds: a safety bound for waits, not an assertion
@@ -72,7 +73,7 @@ def pending(app: Realmem) -> int:
 def test_judge_down_queued_then_a_worker_process_handles_it(home: Path, repo: Path, servers, reap):
     s1, _, _ = servers
     s1.down()
-    app = Realmem.open(home, repo)
+    app = open_attached(home, repo)
     try:
         out = remember(app, "Run e2e tests with pnpm test:e2e", "`pnpm test:e2e` needs Docker running.",
                        paths=["packages/web"])
@@ -99,7 +100,7 @@ def test_worker_rederives_work_after_the_queue_db_is_deleted(home: Path, repo: P
     s1, emb, _ = servers
     monkeypatch.delenv("REALMEM_SEMIF_URL")  # hand-added memory: no judge, so no urgency yet
     emb.down()
-    app = Realmem.open(home, repo)
+    app = open_attached(home, repo)
     try:
         out = remember(app, "Schema lives in db/schema.sql", "Edit `db/schema.sql`, then run `make migrate`.",
                        paths=["db"], user_requested=True)
@@ -139,7 +140,7 @@ def test_worker_rederives_work_after_the_queue_db_is_deleted(home: Path, repo: P
 
 def test_only_one_worker_per_home(home: Path, repo: Path, servers, reap, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("REALMEM_WORKER_IDLESECONDS", "600")
-    app = Realmem.open(home, repo)
+    app = open_attached(home, repo)
     try:
         first = queue.ensure_worker(app)
         assert first["started"] is True
@@ -196,7 +197,7 @@ def test_eight_processes_remember_concurrently_through_the_worker(home: Path, re
     s1.down()
     phase2 = run_processes(home, repo, [[common2, fact(WORDS[i + 8])] for i in range(8)])
     assert all(r["action"] == "queue" for rs in phase2 for r in rs)
-    app = Realmem.open(home, repo)
+    app = open_attached(home, repo)
     try:
         assert pending(app) == 16
         wait_until(lambda: queue.worker_status(app)["alive"], "a worker started by a remembering process")

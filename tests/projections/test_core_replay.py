@@ -19,7 +19,7 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import log
 from realmem.events import types as ev
-from realmem.write.observe import scan_stores
+from realmem.write.observe import open_attached, scan_stores
 from realmem.stores.project import GLOBAL, forget_cache
 from realmem.projections import replay
 
@@ -138,7 +138,7 @@ def test_random_histories_replay_to_identical_tables_and_files(repo: Path, steps
     shutil.rmtree(repo / ".pi", ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="realmem-prop-") as tmp:
         forget_cache()
-        app = Realmem.open(Path(tmp) / "home", repo)
+        app = open_attached(Path(tmp) / "home", repo)
         try:
             for op in steps:
                 run_op(app, op)
@@ -146,7 +146,7 @@ def test_random_histories_replay_to_identical_tables_and_files(repo: Path, steps
         finally:
             app.close()
         # a fresh process view (open + scan) agrees too and records nothing new
-        app = Realmem.open(Path(tmp) / "home", repo)
+        app = open_attached(Path(tmp) / "home", repo)
         try:
             last = log.last_seq(app.conn)
             assert replay.check(app).differences == []
@@ -171,7 +171,7 @@ def set_files_seq(home: Path, seq: int) -> None:
 
 
 def test_catch_up_files_heals_files_that_lag_the_log(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         a = add(app, "Build with make", "make all", "shared")
         b = add(app, "Test with pytest", "pytest -q", "personal")
         seq_before_edit = app.projection_seq("files")
@@ -189,7 +189,7 @@ def test_catch_up_files_heals_files_that_lag_the_log(home: Path, repo: Path) -> 
     path_b.write_text(b.text, encoding="utf-8")
     path_c.write_text(text_c, encoding="utf-8")
     set_files_seq(home, min(seq_before_edit, before_forget) - 2)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.projection_seq("files") == app.projection_seq("tables")
         assert path_a.read_text(encoding="utf-8") == a.text
         assert path_b.read_text(encoding="utf-8") == b2.text
@@ -201,14 +201,14 @@ def test_catch_up_files_heals_files_that_lag_the_log(home: Path, repo: Path) -> 
 
 
 def test_catch_up_files_keeps_a_hand_made_file_that_reuses_a_forgotten_name(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         c = add(app, "Temporary note", "will be forgotten", "shared")
         seq = app.projection_seq("files")
         memories.forget(app, [(c.store, c.id)])
         path = app.store_dir(c.store) / c.file
     path.write_text("---\ncaption: Temporary note\n---\n\nA different, hand-written fact.\n", encoding="utf-8")
     set_files_seq(home, seq - 1)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert path.is_file()
         mems = app.memories([app.project.shared_store])
         assert [m.content for m in mems] == ["A different, hand-written fact."]
@@ -217,7 +217,7 @@ def test_catch_up_files_keeps_a_hand_made_file_that_reuses_a_forgotten_name(home
 
 
 def test_catch_up_files_removes_a_moved_memorys_file_from_the_store_it_left(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         add(app, "Run the linter", "personal copy", "personal")  # takes the name in personal
         m = add(app, "Run the linter", "ruff check .", "shared")
         seq = app.projection_seq("files")
@@ -226,7 +226,7 @@ def test_catch_up_files_removes_a_moved_memorys_file_from_the_store_it_left(home
         src = app.store_dir(m.store) / m.file
     src.write_text(m.text, encoding="utf-8")  # crash before the move's file step
     set_files_seq(home, seq)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert not src.exists()
         assert app.memory((m.store, m.id)) is None  # not observed back into the shared store
         assert app.memory((moved.store, moved.id)) is not None
@@ -236,18 +236,18 @@ def test_catch_up_files_removes_a_moved_memorys_file_from_the_store_it_left(home
 def test_tables_lagging_the_log_are_caught_up_on_open(home: Path, repo: Path) -> None:
     """An event appended without its table step (e.g. by an older version) is applied when a
     process opens the store, before anything reads the tables."""
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         a = add(app, "Cache lives in .cache", "rm -rf .cache to reset", "shared")
         with db.transaction(app.conn):
             log.append(app.conn, ev.Reinforced(a.store, a.id))
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.counters((a.store, a.id)) == (1, 0)
         assert app.projection_seq("tables") == log.last_seq(app.conn)
         assert replay.check(app).differences == []
 
 
 def test_check_reports_tampered_tables_and_files(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         a = add(app, "Ports are 3000 and 5432", "web on 3000, db on 5432", "shared")
         assert replay.check(app).differences == []
         app.conn.execute("UPDATE counters SET used_count=41 WHERE id=?", (a.id,))
@@ -263,7 +263,7 @@ def test_check_reports_tampered_tables_and_files(home: Path, repo: Path) -> None
 
 
 def test_replay_rebuilds_everything_from_an_emptied_projection(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         a = add(app, "数据库迁移使用 alembic", "运行 alembic upgrade head", "shared", ["src/db"])
         b = add(app, "Prefer uv over pip", "uv pip install -r requirements.txt", "global")
         memories.reinforce(app, (a.store, a.id))

@@ -289,11 +289,11 @@ def test_counter_events_fast_path_matches_replay(home, repo):
     """Recall hits, path-note counts and reinforcements take a one-UPDATE path: the counters
     it writes are exactly what replaying the log computes."""
     from realmem.write import memories
-    from realmem.app import Realmem
+    from realmem.write.observe import open_attached
     from realmem.events import types as ev
     from realmem.projections import replay
 
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store = app.project.shared_store  # type: ignore[union-attr]
         a = memories.add(app, "Use uv", "Run uv sync.", store=store, stored_paths=["."], source="add")
         b = memories.add(app, "Lint with ruff", "Run ruff check.", store=store, stored_paths=["."], source="add")
@@ -309,11 +309,11 @@ def test_counter_events_fast_path_matches_replay(home, repo):
 
 def test_open_skips_an_unchanged_large_store_and_session_start_sees_in_place_edits(home, repo, monkeypatch):
     from realmem.write import observe
-    from realmem.app import Realmem
+    from realmem.write.observe import open_attached
 
     monkeypatch.setattr(observe, "QUICK_OPEN_FILES", 1)  # two files count as a large store here
     monkeypatch.setattr(observe, "_RACY_NS", 0)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store = app.project.shared_store  # type: ignore[union-attr]
         d = app.store_dir(store)
     d.mkdir(parents=True, exist_ok=True)
@@ -323,22 +323,22 @@ def test_open_skips_an_unchanged_large_store_and_session_start_sees_in_place_edi
         texts[mem_id] = files.render(id=mem_id, caption=f"Fact {i}", paths=["."], created="2026-01-01T00:00:00.000Z",
                                      updated="2026-01-01T00:00:00.000Z", content=f"Body {i}.")
         (d / f"fact-{i}.md").write_text(texts[mem_id], encoding="utf-8")
-    with Realmem.open(home, repo) as app:  # the directory changed: scanned
+    with open_attached(home, repo) as app:  # the directory changed: scanned
         assert app.conn.execute("SELECT count(*) FROM memories WHERE store=?", (store,)).fetchone()[0] == 2
     # An in-place edit keeps the directory's mtime: a quick open does not stat the file...
     first = d / "fact-0.md"
     first.write_text(first.read_text(encoding="utf-8").replace("Body 0.", "Edited in place."), encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.conn.execute("SELECT count(*) FROM memories WHERE content LIKE 'Edited%'").fetchone()[0] == 0
         # ...but a file added next to it changes the directory, and the next open sees both.
     third = ids.new_id()
     (d / "fact-2.md").write_text(files.render(id=third, caption="Fact 2", paths=["."], created="2026-01-01T00:00:00.000Z",
                                               updated="2026-01-01T00:00:00.000Z", content="Body 2."), encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.conn.execute("SELECT count(*) FROM memories WHERE store=?", (store,)).fetchone()[0] == 3
         assert app.conn.execute("SELECT count(*) FROM memories WHERE content LIKE 'Edited%'").fetchone()[0] == 1
     first.write_text(first.read_text(encoding="utf-8").replace("Edited in place.", "Edited again."), encoding="utf-8")
-    with Realmem.open(home, repo, scan=False) as app:  # session start scans in full
+    with open_attached(home, repo, scan=False) as app:  # session start scans in full
         observe.scan_stores(app)
         assert app.conn.execute("SELECT count(*) FROM memories WHERE content LIKE 'Edited again%'").fetchone()[0] == 1
 
@@ -379,9 +379,9 @@ def test_scan_command_reads_an_in_place_edit(home, repo):
     """`realmem scan` (what session start runs for a large backlog) reads what a quick open
     may skip: an edit written in place."""
     from realmem.write import memories
-    from realmem.app import Realmem
+    from realmem.write.observe import open_attached
 
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         store = app.project.shared_store  # type: ignore[union-attr]
         m = memories.add(app, "Use uv", "Run uv sync.", store=store, stored_paths=["."], source="add")
         path = app.store_dir(store) / m.file
@@ -390,5 +390,5 @@ def test_scan_command_reads_an_in_place_edit(home, repo):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1 change recorded."
-    with Realmem.open(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert app.memory((store, m.id)).content == "Run uv sync --frozen."  # type: ignore[union-attr]

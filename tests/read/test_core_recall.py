@@ -15,6 +15,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.read.recall import listing, recall
 from realmem.read.render import list_text, recall_text
+from realmem.write.observe import open_attached
 
 from conftest import make_repo
 
@@ -30,7 +31,7 @@ def found(app: Realmem, *queries: str, **kw) -> list[str]:
 
 @pytest.fixture
 def app(home: Path, repo: Path):
-    a = Realmem.open(home, repo)
+    a = open_attached(home, repo)
     yield a
     a.close()
 
@@ -92,7 +93,7 @@ def test_order_is_path_class_then_used_count_then_relevance(app: Realmem, repo: 
     assert r.focus == [str(repo / "src" / "db" / "0001_init.sql")]
 
     # relative paths are taken from cwd
-    with Realmem.open(app.home, repo / "src") as sub:
+    with open_attached(app.home, repo / "src") as sub:
         r2 = recall(sub, queries=["migrations"], raw_paths=["db"], page_size=50, count_hits=False)
         # a directory focus: the glob reaching into it (src/db/*.sql) is about it too
         assert [i.memory.id for i in r2.items][:2] == [glob_about.id, about.id]
@@ -244,11 +245,11 @@ def test_scope_filter(app: Realmem) -> None:
 
 def test_other_projects_memories_are_not_visible(home: Path, repo: Path, tmp_path: Path) -> None:
     other = make_repo(tmp_path / "other")
-    with Realmem.open(home, other) as b:
+    with open_attached(home, other) as b:
         add(b, "other project's kotlin fact", "kotlin", "shared")
         add(b, "other project's personal kotlin fact", "kotlin", "personal")
         g = add(b, "global kotlin fact", "kotlin", "global")
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         assert found(a, "kotlin") == [g.id]
 
 

@@ -16,6 +16,7 @@ from realmem.read import embedder
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.fakes import FakeEmbeddings
+from realmem.write.observe import open_attached
 from realmem.projections import index
 from realmem.read.recall import recall
 
@@ -41,7 +42,7 @@ def new_process() -> None:
 
 @pytest.fixture
 def app(home: Path, repo: Path, emb: FakeEmbeddings) -> Iterator[Realmem]:
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         for caption, content in [("Deploys go through staging", "kubectl config use-context staging"),
                                  ("Redis listens on 6380", "not the default port"),
                                  ("Tests need docker running", "pnpm test:e2e starts containers")]:

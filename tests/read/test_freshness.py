@@ -20,7 +20,7 @@ from realmem.read import freshness, recall, render
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.write.observe import scan_stores
+from realmem.write.observe import open_attached, scan_stores
 from realmem.read.pathnotes import NoteIndex, path_notes
 from helpers.cli import as_json, ok
 
@@ -68,7 +68,7 @@ def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rea
     commit(repo, {"src/db/schema.sql": "create table a;\n", "src/api/routes.py": "routes = []\n",
                   "db/migrations/001_init.sql": "-- init\n", "db/migrations/README.md": "notes\n"},
            "2026-09-01T10:00:00Z", "setup")
-    a = Realmem.open(home, repo, session="s1")
+    a = open_attached(home, repo, session="s1")
     yield a
     a.close()
     freshness.forget_cache()
@@ -227,7 +227,7 @@ def test_no_git_history_no_flag_and_the_setting_turns_it_off(app: Realmem, repo:
 
     plain = tmp_path / "plain"  # not a repository: nothing to compare with
     (plain / "src" / "db").mkdir(parents=True)
-    with Realmem.open(home, plain) as other:
+    with open_attached(home, plain) as other:
         fact_file(other, "x.md", "Plain project fact", "About src/db.", ["src/db"])
         assert freshness.check(other, other.memories()) == {}
 

@@ -18,6 +18,7 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import log as evlog
+from realmem.write.observe import open_attached
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def tree(repo: Path, git: Any) -> Path:
 @pytest.fixture
 def app(home: Path, tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Realmem]:
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
-    a = Realmem.open(home, tree, session="s1")
+    a = open_attached(home, tree, session="s1")
     yield a
     a.close()
 
@@ -140,7 +141,7 @@ def cli(home: Path, cwd: Path, *args: str, stdin: str = "") -> subprocess.Comple
 
 
 def snapshot(home: Path, cwd: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
-    with Realmem.open(home, cwd, scan=False) as a:
+    with open_attached(home, cwd, scan=False) as a:
         mems = {m.caption: m.paths for m in a.memories()}
         d = a.store_dir(a.project.shared_store)  # type: ignore[union-attr]
         return mems, {p.name: p.read_text(encoding="utf-8") for p in d.glob("*.md")}

@@ -22,6 +22,7 @@ from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.gate.judge import urgency_key
 from realmem.read.pathnotes import NoteIndex, path_notes, touched_paths
+from realmem.write.observe import open_attached
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rea
         f = repo / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(f"-- {rel}\n", encoding="utf-8")
-    a = Realmem.open(home, repo, session="s1")
+    a = open_attached(home, repo, session="s1")
     yield a
     a.close()
 

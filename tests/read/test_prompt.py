@@ -12,14 +12,14 @@ from realmem.read import prompt
 from realmem.stores import ids
 from realmem.write import importer, memories
 from realmem.app import Realmem
-from realmem.write.observe import scan_stores
+from realmem.write.observe import open_attached, scan_stores
 from realmem.read.pathnotes import NoteIndex, path_notes
 
 
 @pytest.fixture
 def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Realmem]:
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
-    a = Realmem.open(home, repo, session="s1")
+    a = open_attached(home, repo, session="s1")
     yield a
     a.close()
 
@@ -87,7 +87,7 @@ def test_section_is_byte_identical_when_nothing_changed(app: Realmem, home: Path
     (repo / "db").mkdir()
     path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "db"}, shown=[])
     assert prompt.section(app) == first
-    with Realmem.open(home, repo) as other:  # another process opening the same stores
+    with open_attached(home, repo) as other:  # another process opening the same stores
         assert prompt.section(other) == first
 
 

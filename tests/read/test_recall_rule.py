@@ -18,6 +18,7 @@ from realmem.write import memories
 from realmem.app import Realmem
 from realmem.interface.cli import cli
 from realmem.fakes.embeddings import fake_embedding
+from realmem.write.observe import open_attached
 from realmem.projections import index
 from realmem.read.render import list_text, recall_text
 from realmem.projections.tokenize import index_tokens, query_units
@@ -78,7 +79,7 @@ queries = st.lists(st.sampled_from(VOCAB + NOISE), min_size=1, max_size=4).map("
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(facts=stores, query=queries, with_vectors=st.booleans())
 def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, query, with_vectors, tmp_path: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=tmp_path) as tmp, Realmem.open(Path(tmp) / "home", Path(tmp)) as app:
+    with tempfile.TemporaryDirectory(dir=tmp_path) as tmp, open_attached(Path(tmp) / "home", Path(tmp)) as app:
         made = [_add(app, c, b) for c, b in facts]
         vectors: dict[str, list[float]] = {}
         if with_vectors:
@@ -109,7 +110,7 @@ def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, que
 
 def test_unrelated_neighbours_are_not_matches(home: Path, tmp_path: Path) -> None:
     """Vector search always has neighbours; an off-topic query must still get nothing."""
-    with Realmem.open(home, tmp_path) as app:
+    with open_attached(home, tmp_path) as app:
         for i, (c, b) in enumerate([("Deploy with make deploy", "Never on Fridays."),
                                     ("Migrations use alembic", "alembic upgrade head"),
                                     ("Redis keys expire after 30 minutes", "sess: prefix"),
@@ -130,7 +131,7 @@ def test_unrelated_neighbours_are_not_matches(home: Path, tmp_path: Path) -> Non
 
 
 def test_use_is_coarse_so_a_few_hits_cannot_lift_a_weaker_match(home: Path, tmp_path: Path) -> None:
-    with Realmem.open(home, tmp_path) as app:
+    with open_attached(home, tmp_path) as app:
         strong = _add(app, "postgres vacuum settings", "postgres vacuum runs nightly")
         weak = _add(app, "postgres vacuum notes", "postgres vacuum is mentioned here among many other words of text")
         assert [recall.use_bucket(u) for u in (0, 1, 2, 3, 6, 7, 14, 15)] == [0, 1, 1, 2, 2, 3, 3, 4]
@@ -148,7 +149,7 @@ def test_use_is_coarse_so_a_few_hits_cannot_lift_a_weaker_match(home: Path, tmp_
 
 @pytest.mark.parametrize("vector", [[0.0] * DIMS, [math.nan] * DIMS, [math.inf] + [0.0] * (DIMS - 1), []])
 def test_zero_or_nan_query_vector_falls_back_to_bm25(home: Path, tmp_path: Path, vector: list[float]) -> None:
-    with Realmem.open(home, tmp_path) as app:
+    with open_attached(home, tmp_path) as app:
         a = _add(app, "Deploy with make deploy", "Never on Fridays.")
         with db.transaction(app.conn):
             index.set_space(app.conn, "s", DIMS)
@@ -164,7 +165,7 @@ def test_zero_or_nan_query_vector_falls_back_to_bm25(home: Path, tmp_path: Path,
 @pytest.mark.parametrize("query", ["*", "?!", "...", "   ", "", "「」、。", "how do I", "x" * 10_000,
                                    "deploy " * 2000, "数据库" * 3000])
 def test_degenerate_queries_answer_clearly(home: Path, tmp_path: Path, query: str) -> None:
-    with Realmem.open(home, tmp_path) as app:
+    with open_attached(home, tmp_path) as app:
         _add(app, "Deploy with make deploy", "Never on Fridays.")
         res = recall.recall(app, queries=[query], count_hits=False, embed=lambda _a, _t: None)
         text = recall_text(res)
@@ -181,7 +182,7 @@ def test_cli_recall_star_with_an_embedder_that_answers_zeros(home: Path, tmp_pat
     _, emb, _ = servers
     emb.dims = DIMS
     emb.script({"*": [0.0] * DIMS})
-    with Realmem.open(home, tmp_path) as app:
+    with open_attached(home, tmp_path) as app:
         _add(app, "Deploy with make deploy", "Never on Fridays.")
     runner = CliRunner()
     base = ["--home", str(home), "--cwd", str(tmp_path)]
@@ -194,7 +195,7 @@ def test_cli_recall_star_with_an_embedder_that_answers_zeros(home: Path, tmp_pat
 
 
 def test_recall_and_list_pages_say_page_x_of_y_and_never_repeat_page_one(home: Path, tmp_path: Path) -> None:
-    with Realmem.open(home, tmp_path) as app:
+    with open_attached(home, tmp_path) as app:
         made = [_add(app, f"redis note {i}", f"redis fact number {i}") for i in range(5)]
         r1 = recall.recall(app, queries=["redis"], page_size=2, count_hits=False)
         assert recall_text(r1).startswith("5 memories, page 1 of 3:") and "More: page=2." in recall_text(r1)

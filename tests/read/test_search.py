@@ -12,6 +12,7 @@ from realmem.read import search
 from realmem.storage import db
 from realmem.write import memories
 from realmem.app import Realmem
+from realmem.write.observe import open_attached
 from realmem.projections import index
 
 DIMS = 64
@@ -30,7 +31,7 @@ def _cos(a: list[float], b: list[float]) -> float:
 @pytest.fixture
 def store(home: Path, repo: Path) -> tuple[Realmem, dict[tuple[str, str], list[float]]]:
     """300 memories with random unit vectors in the cache of an active space."""
-    app = Realmem.open(home, repo)
+    app = open_attached(home, repo)
     rng = random.Random(7)
     vectors = {}
     for i in range(300):

@@ -18,6 +18,7 @@ from realmem.events import types as ev
 from realmem.stores.project import GLOBAL, forget_cache, path_key
 from realmem.projections import files, replay
 from realmem.read.recall import recall
+from realmem.write.observe import open_attached
 
 
 def add(app: Realmem, caption: str, content: str, scope: str = "shared", paths: list[str] | None = None):
@@ -27,7 +28,7 @@ def add(app: Realmem, caption: str, content: str, scope: str = "shared", paths: 
 
 def open_app(home: Path, cwd: Path, **kw) -> Realmem:
     forget_cache()
-    return Realmem.open(home, cwd, **kw)
+    return open_attached(home, cwd, **kw)
 
 
 def events_of(app: Realmem, type_: type[ev.Event]) -> list[ev.Envelope]:

@@ -21,6 +21,7 @@ from realmem.interface import session
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
+from realmem.write.observe import open_attached
 from realmem.projections import files, replay
 
 HANG_GUARD = 120.0
@@ -51,7 +52,7 @@ def store_dir(repo: Path) -> Path:
 
 
 def test_hostile_files_are_reported_and_never_stop_anything(home: Path, repo: Path, store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         good = add(app, "Deploys go through the staging cluster first", "kubectl config use-context staging")
     (store_dir / "loop.md").symlink_to("loop.md")
     (store_dir / "ping.md").symlink_to("pong.md")
@@ -73,7 +74,7 @@ def test_hostile_files_are_reported_and_never_stop_anything(home: Path, repo: Pa
         assert out.returncode == 0, (args, out.stderr)
         assert "Traceback" not in out.stderr
 
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         got = problems(app)
         assert got["loop.md"][0] == "unreadable" and "symlink loop" in got["loop.md"][2]
         assert got["ping.md"][0] == "unreadable" and got["pong.md"][0] == "unreadable"
@@ -109,7 +110,7 @@ def test_a_symlinked_shared_store_is_refused(home: Path, repo: Path, tmp_path: P
     assert "resolves outside" in out.stdout
     out = cli(home, repo, "add", "--caption", "A new shared fact", "--content", "text")
     assert out.returncode == 1 and "resolves outside" in out.stderr and "Traceback" not in out.stderr
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memories() == []
         assert problems(app)[""][0] == "store-escape"
         with pytest.raises(RealmemError, match="resolves outside"):
@@ -125,21 +126,21 @@ def test_a_symlink_inside_the_project_is_fine(home: Path, repo: Path) -> None:
     (repo / "docs" / "memory").mkdir(parents=True)
     (repo / ".pi").mkdir()
     (repo / ".pi" / "realmem").symlink_to(repo / "docs" / "memory")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Symlinked inside the repository", "fine")
         assert (repo / "docs" / "memory" / m.file).is_file()
         assert problems(app) == {}
 
 
 def test_a_personal_store_outside_realmem_home_is_refused(home: Path, repo: Path, tmp_path: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         personal = app.store_dir(app.project.personal_store)
     outside = tmp_path / "synced"
     outside.mkdir()
     (outside / "planted.md").write_text("---\ncaption: planted personal\n---\n\nx\n", encoding="utf-8")
     shutil.rmtree(personal, ignore_errors=True)
     personal.symlink_to(outside)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memories() == []
         with pytest.raises(RealmemError, match="resolves outside"):
             memories.place(app, "personal", None)
@@ -148,12 +149,12 @@ def test_a_personal_store_outside_realmem_home_is_refused(home: Path, repo: Path
 
 
 def test_a_deleted_id_line_keeps_the_identity(home: Path, repo: Path, store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Postgres listens on 5433 here", "not 5432")
     path = store_dir / m.file
     path.write_text("".join(ln for ln in m.text.splitlines(keepends=True) if not ln.startswith("id:")),
                     encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert [x.id for x in app.memories()] == [m.id]
         assert files.parse(path.read_text(encoding="utf-8")).id == m.id  # the id line is back
         assert problems(app) == {}
@@ -162,12 +163,12 @@ def test_a_deleted_id_line_keeps_the_identity(home: Path, repo: Path, store_dir:
 
 def test_a_deleted_id_line_with_a_changed_fact_is_re_identified_plainly(home: Path, repo: Path,
                                                                            store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Postgres listens on 5433 here", "not 5432")
     path = store_dir / m.file
     text = "".join(ln for ln in m.text.splitlines(keepends=True) if not ln.startswith("id:"))
     path.write_text(text.replace("not 5432", "moved to 6543 in March"), encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         [now] = app.memories()
         assert now.id != m.id and now.content == "moved to 6543 in March"
         got = problems(app)
@@ -210,11 +211,11 @@ def test_realmem_home_is_private_under_umask_022(tmp_path: Path, repo: Path) -> 
 
 
 def test_an_old_loose_home_is_tightened(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo):
+    with open_attached(home, repo):
         pass
     home.chmod(0o755)
     (home / "realmem.sqlite").chmod(0o644)
-    with Realmem.open(home, repo):
+    with open_attached(home, repo):
         pass
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert stat.S_IMODE((home / "realmem.sqlite").stat().st_mode) == 0o600
@@ -232,7 +233,7 @@ def test_fact_files_are_never_group_or_world_writable(tmp_path: Path, repo: Path
 @pytest.mark.parametrize("hostile", ["fifo", "loop"])
 def test_a_memory_file_swapped_for_a_fifo_or_loop_never_hangs_a_write(home: Path, repo: Path, store_dir: Path,
                                                                       hostile: str) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         kept = add(app, "Kept memory about nginx", "nginx -t")
         gone = add(app, "Memory whose file is swapped", "old text")
     path = store_dir / gone.file
@@ -245,18 +246,18 @@ def test_a_memory_file_swapped_for_a_fifo_or_loop_never_hangs_a_write(home: Path
                  ["add", "--caption", "Memory whose file is swapped", "--content", "new text"]):
         out = cli(home, repo, *args)
         assert "Traceback" not in out.stderr, (args, out.stderr)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memory((kept.store, kept.id)) is not None
         assert "new text" in {m.content for m in app.memories()}
 
 
 def test_a_renamed_fact_without_its_id_line_keeps_the_identity(home: Path, repo: Path, store_dir: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Postgres listens on 5433 here", "not 5432")
     text = "".join(ln for ln in m.text.splitlines(keepends=True) if not ln.startswith("id:"))
     (store_dir / m.file).unlink()
     (store_dir / "db-port.md").write_text(text, encoding="utf-8")
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         [now] = app.memories()
         assert now.id == m.id and now.file == "db-port.md"
         assert files.parse((store_dir / "db-port.md").read_text(encoding="utf-8")).id == m.id
@@ -267,13 +268,13 @@ def test_a_renamed_fact_without_its_id_line_keeps_the_identity(home: Path, repo:
 def test_a_store_refused_later_keeps_its_memories_unchanged(home: Path, repo: Path, tmp_path: Path) -> None:
     """Memories stored before the store became a symlink stay as they were: no edit, move or
     forget can change them while their files cannot be written."""
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         m = add(app, "Stored before the symlink", "original")
     real = repo / ".pi" / "realmem"
     moved = tmp_path / "moved-out"
     real.rename(moved)
     real.symlink_to(moved)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memory((m.store, m.id)).content == "original"
         for change in (lambda: memories.edit(app, (m.store, m.id), content="changed"),
                        lambda: memories.forget(app, [(m.store, m.id)]),
@@ -284,7 +285,7 @@ def test_a_store_refused_later_keeps_its_memories_unchanged(home: Path, repo: Pa
     assert (moved / m.file).read_text(encoding="utf-8") == m.text
     real.unlink()
     moved.rename(real)  # fixed: everything is as it was
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert app.memory((m.store, m.id)).content == "original"
         assert problems(app) == {}
         assert replay.check(app).differences == []
@@ -294,7 +295,7 @@ def test_a_sticky_shared_home_is_never_chmod_ed(tmp_path: Path, repo: Path) -> N
     shared = tmp_path / "like-tmp"
     shared.mkdir()
     shared.chmod(0o1777)
-    with Realmem.open(shared, repo):
+    with open_attached(shared, repo):
         pass
     assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
     assert stat.S_IMODE((shared / "realmem.sqlite").stat().st_mode) == 0o600
@@ -308,5 +309,5 @@ def test_a_store_directory_that_is_a_symlink_loop_is_reported(home: Path, repo: 
         assert out.returncode == 0 and "Traceback" not in out.stderr, (args, out.stderr)
     out = cli(home, repo, "add", "--caption", "Shared", "--content", "x")
     assert out.returncode == 1 and "Traceback" not in out.stderr and "cannot be resolved" in out.stderr
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         assert problems(app)[""][0] == "store-escape" and "cannot be resolved" in problems(app)[""][2]

@@ -19,6 +19,7 @@ from realmem.write import importer, memories
 from realmem.app import Realmem, RealmemError
 from realmem.fakes import FakeChat, FakeSystemOne
 from realmem.gate.remember import remember
+from realmem.write.observe import open_attached
 
 AGENTS = "# Agents\n\n- Run `make test` before pushing.\n- Migrations live in db/migrations.\n"
 CLAUDE = "# Claude\n\nThe user prefers short answers.\n"
@@ -38,7 +39,7 @@ def files(repo: Path) -> Path:
 
 
 def open_app(home: Path, cwd: Path, session: str) -> Realmem:
-    return Realmem.open(home, cwd, session=session)
+    return open_attached(home, cwd, session=session)
 
 
 def store_fact(app: Realmem, caption: str = "Run make test before pushing") -> None:

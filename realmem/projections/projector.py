@@ -1,0 +1,250 @@
+"""The file projector: makes each store's fact files say what the tables say.
+
+Live writes (``Realmem.emit``), the catch-up after a writer was killed or fenced, a full
+replay and a scan's bookkeeping all go through one ``FileProjector``, the only code that
+writes ``file_stats`` (the size and mtime of each file as realmem last wrote or read it, so a
+scan need not re-read it).
+
+Integrity, in every path: a live file write first checks the lease's fencing generation (a
+holder paused past its lease writes nothing), a rename writes the new file before the old one
+goes, a file is deleted only while it still holds that memory (a hand-made file reusing the
+name survives), and the ``files`` position is recorded only once every file is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+import apsw
+
+from realmem.events import log
+from realmem.events import types as ev
+from realmem.events.types import Key
+from realmem.projections import files
+from realmem.projections.state import Memory, State
+from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.storage import db, faults, fsutil
+from realmem.logs import get_logger
+from realmem.storage.lock import LeaseLock
+
+logger = get_logger("realmem")
+
+# Events that never change a memory's text or location: they only touch tables, so the file
+# step has nothing to do for them.
+TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued,
+              ev.CandidateRetried, ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported,
+              ev.ImportStarted, ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
+
+FILES = "files"  # the file projection's row in projection_state
+BATCH_FSYNC = 8  # a change writing more memories' files than this flushes them once
+
+
+def position(conn: apsw.Connection, name: str) -> int:
+    """How far the projection ``name`` (``tables``, ``files``) has applied the log."""
+    row = conn.execute("SELECT seq FROM projection_state WHERE name=?", (name,)).fetchone()
+    return row[0] if row else 0
+
+
+def advance(conn: apsw.Connection, name: str, seq: int) -> None:
+    """Record that ``name`` has applied the log up to ``seq`` (never moves it back)."""
+    conn.execute(
+        "INSERT INTO projection_state(name, seq) VALUES (?,?) ON CONFLICT(name) DO UPDATE SET seq=max(seq, excluded.seq)",
+        (name, seq),
+    )
+
+
+class Stores(Protocol):
+    """Where each store's files live, as the writer knows it (registered stores, refused ones)."""
+
+    def store_dir(self, store: str) -> Path: ...
+
+    def files_reachable(self, store: str) -> bool: ...
+
+
+class FileProjector:
+    def __init__(self, conn: apsw.Connection, lock: LeaseLock, stores: Stores) -> None:
+        self.conn = conn
+        self.lock = lock
+        self.stores = stores
+
+    # --- live writes -----------------------------------------------------------------------
+
+    def apply(self, before: State, after: State, keys: Iterable[Key]) -> bool:
+        """Write the files of a committed change; False if the lease was lost on the way (the
+        rest is left to the next writer's catch-up, and the position stays behind)."""
+        keys = list(keys)
+        # A large batch (a pull's hand-written facts getting their ids) is flushed once at the
+        # end, as replay does, instead of an fsync per file; the files' position is recorded
+        # only after this returns, so a crash before the flush is healed by catch-up.
+        durable = len(keys) <= BATCH_FSYNC
+        try:
+            return self._write(before, after, keys, durable)
+        finally:
+            if not durable:
+                os.sync()
+
+    def _write(self, before: State, after: State, keys: list[Key], durable: bool) -> bool:
+        for key in keys:
+            old, new = before.memories.get(key), after.memories.get(key)
+            if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
+                continue  # unchanged: never rewrite a file someone may have edited since the last scan
+            if new is not None:
+                if not self.fence_ok(new.store, new.file):
+                    return False
+                files.write(self.stores.store_dir(new.store), new.file, new.text, durable=durable)
+                self.record_stat(new.store, new.file)
+                faults.point("after-file")
+            # A rename (new caption) or move: the new file exists before the old one goes, so a
+            # crash in between leaves the memory readable (catch-up removes the old name).
+            if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
+                if not self.fence_ok(old.store, old.file):
+                    return False
+                self.delete_file(old.store, old.file, old.id)
+                faults.point("after-file")
+        return True
+
+    def fence_ok(self, store: str, name: str) -> bool:
+        """Right before a file write: the lease is still ours (fencing generation), so no newer
+        writer can have written since; a lost lease stops this process's file writes."""
+        if not self.lock.fenced():
+            return True
+        logger.warning("write.fenced", store=store, file=name, generation=self.lock.generation,
+                       reason="write lease lost (paused past its ttl); the next writer projects this change")
+        return False
+
+    def catch_up(self) -> None:
+        """Bring fact files in line with events whose file step did not run (a writer killed or
+        fenced after its commit); the tables must be caught up already.  Needs the write lease;
+        writes each memory's current text, never an older one, and records the position only
+        once every file is written."""
+        done, upto = position(self.conn, FILES), position(self.conn, "tables")
+        if done >= upto:
+            return
+        keys: set[Key] = set()
+        for env in log.read(self.conn, done, until=upto):
+            if not isinstance(env.event, TABLE_ONLY):  # these never touch files
+                keys.update(env.event.keys())
+        for key in sorted(keys):
+            if not self.stores.files_reachable(key[0]):
+                continue
+            row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
+            mem = memory_from_row(row) if row else None
+            name = mem.file if mem is not None else self.last_file_name(key)
+            if name is None:
+                continue
+            if not self.fence_ok(key[0], name):
+                return
+            if mem is not None:
+                files.write(self.stores.store_dir(key[0]), mem.file, mem.text)
+                self.record_stat(key[0], mem.file)
+                for old_name in self.file_names(key):  # a rename the crash interrupted
+                    if old_name != mem.file:
+                        self.delete_file(key[0], old_name, key[1])
+            else:
+                self.delete_file(key[0], name, key[1])
+        advance(self.conn, FILES, upto)
+
+    # --- replay ----------------------------------------------------------------------------
+
+    def rebuild(self, state: State, touched: Iterable[Key], names: Mapping[Key, set[str]],
+                last: int) -> tuple[int, int]:
+        """Make every reachable store's files match ``state`` (the whole log folded, its tables
+        already written): write each memory's file, remove names it had before and files of
+        memories that are gone, then reset ``file_stats`` and record the position ``last``.
+        Returns (files written, files deleted)."""
+        written = deleted = 0
+        stats = []
+        reachable: dict[str, bool] = {}
+        for key in sorted(touched):
+            if key[0] not in reachable:  # asked once per store: it may stat the project root
+                reachable[key[0]] = self.stores.files_reachable(key[0])
+            if not reachable[key[0]]:
+                continue
+            mem = state.memories.get(key)
+            if mem is not None:
+                d = self.stores.store_dir(mem.store)
+                if files.write(d, mem.file, mem.text, durable=False):
+                    written += 1
+                try:
+                    st = os.stat(os.path.join(d, mem.file))
+                    stats.append((mem.store, mem.file, st.st_mtime_ns, st.st_size))
+                except OSError:
+                    pass
+                for name in self.old_names(names, mem):
+                    if self.delete_file(mem.store, name, mem.id):
+                        deleted += 1
+            else:
+                name = self.last_file_name(key)
+                if name and self.delete_file(key[0], name, key[1]):
+                    deleted += 1
+        os.sync()  # one flush for all files instead of an fsync per file
+        with db.transaction(self.conn):
+            self.conn.execute("DELETE FROM file_stats")
+            self.conn.executemany("INSERT OR REPLACE INTO file_stats VALUES (?,?,?,?)", stats)
+            advance(self.conn, FILES, last)
+        return written, deleted
+
+    def old_names(self, names: Mapping[Key, set[str]], mem: Memory) -> list[str]:
+        """Names the memory had before in its store (``names``: from a fold of the log) that
+        still exist on disk."""
+        d = self.stores.store_dir(mem.store)
+        return sorted(n for n in names.get((mem.store, mem.id), ()) if n != mem.file and (d / n).exists())
+
+    # --- files and their stats -------------------------------------------------------------
+
+    def delete_file(self, store: str, name: str, mem_id: str) -> bool:
+        """Remove a memory's file, but only if it still holds that memory (a hand-made file
+        reusing the name must survive).  True if a file was removed."""
+        if not self.holds(store, name, mem_id):
+            return False
+        files.delete(self.stores.store_dir(store), name)
+        self.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
+        return True
+
+    def holds(self, store: str, name: str, mem_id: str) -> bool:
+        """Whether the file ``name`` in ``store`` is a fact file of this memory."""
+        try:
+            path = self.stores.store_dir(store) / name
+            return files.parse(fsutil.read_regular(path, limit=files.MAX_FILE_BYTES).decode("utf-8")).id == mem_id
+        except (OSError, UnicodeDecodeError, files.FactFileError):
+            return False
+
+    def record_stat(self, store: str, name: str) -> None:
+        """Remember the file's size and mtime so a scan need not re-read what we wrote."""
+        try:
+            st = (self.stores.store_dir(store) / name).stat()
+        except OSError:
+            return
+        self.record_seen(store, {name: (st.st_mtime_ns, st.st_size)})
+
+    def record_seen(self, store: str, seen: Mapping[str, tuple[int, int] | None]) -> None:
+        """Record (mtime_ns, size) per file name as a scan read and accepted it (None: forget
+        the entry), so the next scan skips what has not changed."""
+        for name, st in seen.items():
+            if st is None:
+                self.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
+            else:
+                self.conn.execute(
+                    "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
+                    "mtime_ns=excluded.mtime_ns, size=excluded.size", (store, name, *st))
+
+    # --- the names a memory's files had ----------------------------------------------------
+
+    def last_file_name(self, key: Key) -> str | None:
+        """The file name this memory last had in this store: the latest event that wrote its
+        fields into ``key[0]`` (a move out of the store wrote them into the other store)."""
+        names = self.file_names(key)
+        return names[-1] if names else None
+
+    def file_names(self, key: Key) -> list[str]:
+        """Every file name this memory had in ``key[0]``, oldest first (renames and moves)."""
+        out = []
+        for env in log.own(self.conn, key[1]):
+            e = env.event
+            fields = getattr(e, "fields", None)
+            if fields is not None and (getattr(e, "to_store", None) or e.store_id) == key[0]:
+                out.append(fields.file)
+        return out
