@@ -28,6 +28,7 @@ from realmem import __version__, errors, frontend, logs
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir
 from realmem.logs import get_logger
+from realmem.write import observe
 
 logger = get_logger("realmem.interface.rpc")
 
