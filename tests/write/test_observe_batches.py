@@ -17,7 +17,6 @@ import pytest
 from conftest import fake_secret
 from realmem.stores import ids
 from realmem.write import observe
-from realmem.app import Realmem
 from realmem.projections import files
 
 WAIT = 300
@@ -35,7 +34,7 @@ def pull(d: Path, count: int, *, tag: str = "pulled", every_bare: int = 10) -> N
 
 
 def shared_dir(home: Path, repo: Path) -> Path:
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         return app.store_dir(app.project.shared_store)  # type: ignore[union-attr]
 
 
@@ -48,7 +47,7 @@ def scan_cli(home: Path, repo: Path, **env: str) -> int:
 def assert_projected(home: Path, repo: Path, tag: str, count: int) -> None:
     """Every file is exactly one memory whose file holds its id; replay agrees."""
     from realmem.projections import replay
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         rows = app.conn.execute("SELECT id, file, text FROM memories WHERE caption LIKE ?", (f"{tag} fact %",)).fetchall()
         assert len(rows) == count
         assert len({r[1] for r in rows}) == count
@@ -64,11 +63,11 @@ def test_a_scan_larger_than_a_batch_projects_every_file(home: Path, repo: Path) 
     d = shared_dir(home, repo)
     count = observe.EMIT_BATCH + 30
     pull(d, count)
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         events = observe.scan_stores(app)
     assert len(events) == count
     assert_projected(home, repo, "pulled", count)
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         assert observe.scan_stores(app) == []  # nothing is read twice into the log
 
 
@@ -84,7 +83,7 @@ def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch
         return real(path, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(observe, "read_regular", counting)
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 12
     assert sorted(reads) == sorted(f"pulled-{i}.md" for i in range(12))
     assert_projected(home, repo, "pulled", 12)
@@ -110,7 +109,7 @@ def test_a_secret_in_a_pulled_file_is_quarantined_in_a_batch(home: Path, repo: P
                           updated="2026-01-01T00:00:00.000Z",
                           content=f"The deploy token is {fake_secret('ghp_', 36)} for now.")
     (d / "pulled-leaked.md").write_text(leaked, encoding="utf-8")
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         observe.scan_stores(app)
         rows = dict(app.conn.execute("SELECT caption, quarantined FROM memories WHERE caption LIKE 'pulled fact %'"))
     assert len(rows) == observe.EMIT_BATCH + 6
@@ -126,7 +125,7 @@ def test_a_scan_killed_in_its_first_batch_is_healed_by_the_next(home: Path, repo
     count = observe.EMIT_BATCH + 40
     pull(d, count)
     assert scan_cli(home, repo, REALMEM_TEST_FAULT=step) == -signal.SIGKILL
-    with Realmem.open(home, repo, scan=False) as app:
+    with observe.open_attached(home, repo, scan=False) as app:
         committed = app.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'pulled fact %'").fetchone()[0]
     assert committed == (0 if step == "before-commit" else observe.EMIT_BATCH)
     assert scan_cli(home, repo) == 0
