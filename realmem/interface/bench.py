@@ -132,9 +132,28 @@ def _history(root: Path, modules: list[str], rng: random.Random, n: int) -> None
                    capture_output=True)
 
 
-def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
+# What ``--only`` can pick: each group names the results it measures (the store is built, and
+# its files recorded by a scan, whatever is picked).
+GROUPS = {
+    "replay": "replay of the live store",
+    "open": "store open",
+    "freshness": "freshness, cold",
+    "recall": "recall in process, raw FTS5 floor, recall over rpc (with its child's start and RSS)",
+    "path_notes": "path-note hook over rpc",
+    "hook": "Claude Code hook",
+    "mcp": "MCP recall over stdio",
+    "gate": "remember gate overhead",
+    "status": "`realmem status` from a cold process",
+    "worker": "worker peak RSS",
+    "ingest": "observing pulled fact files and the first prompt after a pull",
+}
+
+
+def bench_size(n: int, *, quick: bool, progress: Callable[[str], None],
+               only: set[str] | None = None) -> dict[str, Any]:
     rng = random.Random(n)
     iters = 60 if quick else 300
+    want = (lambda g: True) if not only else only.__contains__
     out: dict[str, Any] = {"memories": n}
     with tempfile.TemporaryDirectory(prefix="realmem-bench-") as tmp:
         home, root = Path(tmp) / "home", Path(tmp) / "proj"
@@ -144,10 +163,11 @@ def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[
             progress(f"[{n}] building the store by replaying its events…")
             app, secs, nev = build(home, root, n, rng)
             out["replay_cold"] = {"events": nev, "seconds": round(secs, 3), "events_per_s": round(nev / secs)}
-            progress(f"[{n}] replay of the live store (`realmem replay`)…")
-            rep = replay.replay(app)
-            out["replay"] = {"events": rep.events, "seconds": round(rep.seconds, 3),
-                             "events_per_s": round(rep.events / rep.seconds)}
+            if want("replay"):
+                progress(f"[{n}] replay of the live store (`realmem replay`)…")
+                rep = replay.replay(app)
+                out["replay"] = {"events": rep.events, "seconds": round(rep.seconds, 3),
+                                 "events_per_s": round(rep.events / rep.seconds)}
             app.close()
 
             progress(f"[{n}] store open…")
@@ -155,60 +175,74 @@ def bench_size(n: int, *, quick: bool, progress: Callable[[str], None]) -> dict[
             time.sleep(observe._RACY_NS / 1e9 + 0.1)  # replay just wrote the files: let their dir stamps settle
             observe.scan_stores(a)  # the session start that records them
             a.close()
-            opens = []
-            for _ in range(5 if quick else 15):
-                t = time.perf_counter()
-                a = observe.open_attached(home, root, scan=True)
-                opens.append(time.perf_counter() - t)
-                a.close()
-            out["store_open"] = _stats(opens)
+            if want("open"):
+                opens = []
+                for _ in range(5 if quick else 15):
+                    t = time.perf_counter()
+                    a = observe.open_attached(home, root, scan=True)
+                    opens.append(time.perf_counter() - t)
+                    a.close()
+                out["store_open"] = _stats(opens)
 
             app = observe.open_attached(home, root, scan=False)
-            progress(f"[{n}] freshness: git history read and every memory checked, cold…")
-            t = time.perf_counter()
-            stale = freshness.check(app, app.memories())
-            out["freshness_cold"] = {"ms": round((time.perf_counter() - t) * 1000, 1), "stale": len(stale),
-                                     "commits": COMMITS}
-            progress(f"[{n}] recall in process (BM25 + vectors fused, hits counted)…")
-            samples = []
-            local = lambda _app, text: fake_embedding(text, DIMS)  # noqa: E731 (no service time)
-            for _ in range(iters):
-                q = " ".join(rng.sample(WORDS, 3))
+            if want("freshness"):
+                progress(f"[{n}] freshness: git history read and every memory checked, cold…")
                 t = time.perf_counter()
-                recall.recall(app, queries=[q], embed=local)
-                samples.append(time.perf_counter() - t)
-            out["recall"] = _stats(samples)
-            queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(iters)]
-            progress(f"[{n}] raw FTS5 MATCH on the same texts (the floor)…")
-            out["raw_fts5"] = _bench_raw_fts(app, queries)
+                stale = freshness.check(app, app.memories())
+                out["freshness_cold"] = {"ms": round((time.perf_counter() - t) * 1000, 1), "stale": len(stale),
+                                         "commits": COMMITS}
+            queries: list[str] = []
+            if want("recall"):
+                progress(f"[{n}] recall in process (BM25 + vectors fused, hits counted)…")
+                samples = []
+                local = lambda _app, text: fake_embedding(text, DIMS)  # noqa: E731 (no service time)
+                for _ in range(iters):
+                    q = " ".join(rng.sample(WORDS, 3))
+                    t = time.perf_counter()
+                    recall.recall(app, queries=[q], embed=local)
+                    samples.append(time.perf_counter() - t)
+                out["recall"] = _stats(samples)
+                queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(iters)]
+                progress(f"[{n}] raw FTS5 MATCH on the same texts (the floor)…")
+                out["raw_fts5"] = _bench_raw_fts(app, queries)
             app.close()
 
-            progress(f"[{n}] path notes and recall over a real rpc child…")
-            out["path_notes_rpc"], out["recall_rpc"], out["rpc_ready"], out["rss_rpc_mb"] = _bench_rpc(
-                home, root, rng, iters, queries)
-            out["recall_rpc_ratio"] = {k: round(out["recall_rpc"][k] / max(out["raw_fts5"][k], 1e-6), 2)
-                                       for k in ("p50_ms", "p95_ms")}
+            if want("recall") or want("path_notes"):
+                progress(f"[{n}] path notes and recall over a real rpc child…")
+                notes, recalls, ready, rss = _bench_rpc(home, root, rng, iters if want("path_notes") else 0, queries)
+                if want("path_notes"):
+                    out["path_notes_rpc"] = notes
+                if want("recall"):
+                    out["recall_rpc"], out["rpc_ready"], out["rss_rpc_mb"] = recalls, ready, rss
+                    out["recall_rpc_ratio"] = {k: round(out["recall_rpc"][k] / max(out["raw_fts5"][k], 1e-6), 2)
+                                               for k in ("p50_ms", "p95_ms")}
 
-            progress(f"[{n}] Claude Code PostToolUse hook, process start included…")
-            out["claude_hook"] = _bench_hook(home, root, rng, iters)
+            if want("hook"):
+                progress(f"[{n}] Claude Code PostToolUse hook, process start included…")
+                out["claude_hook"] = _bench_hook(home, root, rng, iters)
 
-            progress(f"[{n}] MCP recall over stdio (SDK client)…")
-            out["mcp_recall"] = _bench_mcp(home, root, rng, max(20, iters // 3))
+            if want("mcp"):
+                progress(f"[{n}] MCP recall over stdio (SDK client)…")
+                out["mcp_recall"] = _bench_mcp(home, root, rng, max(20, iters // 3))
 
-            progress(f"[{n}] remember gate overhead…")
-            out["gate"] = _bench_gate(home, root, rng, max(20, iters // 5))
+            if want("gate"):
+                progress(f"[{n}] remember gate overhead…")
+                out["gate"] = _bench_gate(home, root, rng, max(20, iters // 5))
 
-            progress(f"[{n}] `realmem status` from a cold process, beside `python -c pass`…")
-            out["status_cold"] = _bench_status(home, root, 7 if quick else 21)
+            if want("status"):
+                progress(f"[{n}] `realmem status` from a cold process, beside `python -c pass`…")
+                out["status_cold"] = _bench_status(home, root, 7 if quick else 21)
 
-            progress(f"[{n}] worker peak memory…")
-            out["rss_worker_mb"] = _bench_worker_rss(home, root)
+            if want("worker"):
+                progress(f"[{n}] worker peak memory…")
+                out["rss_worker_mb"] = _bench_worker_rss(home, root)
 
-            files_n = observe.SYNC_FILES + 100 if quick else 10_000  # quick: still past the background threshold
-            progress(f"[{n}] first observation of {files_n} pulled fact files…")
-            out["ingest"] = _bench_ingest(home, root, rng, files_n)
-            progress(f"[{n}] session start and first prompt with {files_n} more pulled files…")
-            out["first_prompt"] = _bench_first_prompt(home, root, rng, files_n)
+            if want("ingest"):
+                files_n = observe.SYNC_FILES + 100 if quick else 10_000  # quick: still past the background threshold
+                progress(f"[{n}] first observation of {files_n} pulled fact files…")
+                out["ingest"] = _bench_ingest(home, root, rng, files_n)
+                progress(f"[{n}] session start and first prompt with {files_n} more pulled files…")
+                out["first_prompt"] = _bench_first_prompt(home, root, rng, files_n)
         finally:
             if old_home is None:
                 os.environ.pop("HOME", None)
@@ -235,9 +269,10 @@ def _bench_raw_fts(app: Realmem, queries: list[str]) -> dict[str, Any]:
 
 
 def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
-               queries: list[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Path notes, then recall exactly as the agent calls it (hits counted, so each call
-    also appends its RecallHit event), over one real rpc child."""
+               queries: list[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
+    """``iters`` path notes, then recall of ``queries`` exactly as the agent calls it (hits
+    counted, so each call also appends its RecallHit event), over one real rpc child; None for
+    a part given nothing to do."""
     cmd = [sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "rpc"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -278,7 +313,8 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
     finally:
         proc.stdin.close()
         rss = _peak_rss_mb(proc)
-    return _stats(samples) | {"flagged_notes": flagged}, _stats(recalls), {"ms": round(ready * 1000, 1)}, {"mb": rss}
+    notes = _stats(samples) | {"flagged_notes": flagged} if samples else None
+    return notes, _stats(recalls) if recalls else None, {"ms": round(ready * 1000, 1)}, {"mb": rss}
 
 
 def _bench_hook(home: Path, root: Path, rng: random.Random, iters: int) -> dict[str, Any]:
@@ -586,8 +622,9 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if fc:
             row(n, f"freshness cold ({fc['commits']} commits, {fc['stale']} stale)", fc["ms"], "ms", None,
                 target_text="(reported)")
-            row(n, "path notes with a freshness flag", r["path_notes_rpc"].get("flagged_notes", 0), "notes", None,
-                target_text="(reported)")
+            if pn:
+                row(n, "path notes with a freshness flag", pn.get("flagged_notes", 0), "notes", None,
+                    target_text="(reported)")
     return out
 
 
@@ -606,8 +643,10 @@ def budget(name: str, n: int) -> float | None:
     return BUDGETS.get(name) if n <= 10_000 else None
 
 
-def run_bench(sizes: list[int], *, quick: bool = False, progress: Callable[[str], None] = lambda m: None) -> list[dict[str, Any]]:
-    return [bench_size(n, quick=quick, progress=progress) for n in sizes]
+def run_bench(sizes: list[int], *, quick: bool = False, progress: Callable[[str], None] = lambda m: None,
+              only: set[str] | None = None) -> list[dict[str, Any]]:
+    """``only``: the GROUPS to measure (all when empty)."""
+    return [bench_size(n, quick=quick, progress=progress, only=only) for n in sizes]
 
 
 def render(results: list[dict[str, Any]]) -> str:

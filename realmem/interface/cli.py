@@ -612,11 +612,16 @@ def hook_server(c: Ctx, idle: float | None) -> None:
 @click.option("--sizes", default="10000", help="comma-separated store sizes, e.g. 10000,100000")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--quick", is_flag=True, help="fewer iterations (for a smoke run)")
-def bench(sizes: str, as_json: bool, quick: bool) -> None:
+@click.option("--only", default="", help="comma-separated groups to measure (default all): replay, open, freshness, "
+              "recall, path_notes, hook, mcp, gate, status, worker, ingest")
+def bench(sizes: str, as_json: bool, quick: bool, only: str) -> None:
     """Benchmark suite: every performance target, each with its floor from the same run and the ratio."""
-    from realmem.interface.bench import run_bench
+    from realmem.interface.bench import GROUPS, run_bench
+    picked = {g.strip() for g in only.split(",") if g.strip()}
+    if unknown := sorted(picked - GROUPS.keys()):
+        raise click.BadParameter(f"unknown group {', '.join(unknown)}; groups: {', '.join(GROUPS)}", param_hint="--only")
     results = run_bench([int(s) for s in sizes.split(",") if s.strip()], quick=quick,
-                        progress=lambda m: click.echo(m, err=True))
+                        progress=lambda m: click.echo(m, err=True), only=picked or None)
     if as_json:
         from realmem.interface.bench import rows
         _out({"rows": rows(results), "results": results})

@@ -10,9 +10,11 @@ counts as a recall hit.
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
@@ -95,27 +97,47 @@ def _about(pattern: str, focus: str) -> bool:
 
 
 def path_class(app: Realmem, m: Memory, focus: list[str]) -> int:
-    if any(p in WHOLE for p in m.paths):
+    return _path_class(app, m.store, m.paths, focus)
+
+
+def _path_class(app: Realmem, store: str, stored: Sequence[str], focus: list[str]) -> int:
+    if any(p in WHOLE for p in stored):
         return 1
-    if focus and any(_about(pat, f) for pat in memories.absolute_paths(app, m) for f in focus):
+    if focus and any(_about(pat, f) for pat in memories.absolute(app, store, list(stored)) for f in focus):
         return 0
     return 2
 
 
-def _with_use(app: Realmem, keys: Sequence[Key]) -> dict[Key, tuple[Memory, int]]:
-    """Memory rows and used counts of ``keys`` in one query (recall may match hundreds)."""
-    out: dict[Key, tuple[Memory, int]] = {}
-    wanted = set(keys)
-    ids_ = sorted({k[1] for k in wanted})
+def _chunks(keys: Sequence[Key]) -> Iterator[list[str]]:
+    """The ids of ``keys`` in chunks under SQLite's parameter limit."""
+    ids_ = sorted({k[1] for k in keys})
     for start in range(0, len(ids_), 500):
-        chunk = ids_[start:start + 500]
-        for row in app.conn.execute(
-                f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLS.split(','))}, coalesce(c.used_count, 0) "
-                f"FROM memories m LEFT JOIN counters c ON c.store = m.store AND c.id = m.id "
+        yield ids_[start:start + 500]
+
+
+def _uses(app: Realmem, keys: Sequence[Key]) -> dict[Key, tuple[list[str], int]]:
+    """Stored paths and used count of each of ``keys`` in one query: all ranking needs (recall
+    may match hundreds; only the shown page needs its whole rows)."""
+    wanted, out = set(keys), {}
+    for chunk in _chunks(keys):
+        for store, mem_id, stored, used in app.conn.execute(
+                f"SELECT m.store, m.id, m.paths, coalesce(c.used_count, 0) FROM memories m "
+                f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id "
                 f"WHERE m.id IN ({','.join('?' * len(chunk))})", chunk):
-            m = memory_from_row(row[:-1])
+            if (store, mem_id) in wanted:
+                out[Key(store, mem_id)] = (json.loads(stored), used)
+    return out
+
+
+def _rows(app: Realmem, keys: Sequence[Key]) -> dict[Key, Memory]:
+    """The memory rows of ``keys`` in one query."""
+    wanted, out = set(keys), {}
+    for chunk in _chunks(keys):
+        for row in app.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                                    chunk):
+            m = memory_from_row(row)
             if (m.store, m.id) in wanted:
-                out[(m.store, m.id)] = (m, row[-1])
+                out[Key(m.store, m.id)] = m
     return out
 
 
@@ -196,14 +218,13 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
         if m is not None and key not in seen:
             seen.add(key)
             items.append(Item(m, app.counters(key)[0], -1, math.inf))
-    ranked: list[Item] = []
-    rows = _with_use(app, [k for k in relevance if k not in seen])
-    for key, (m, used) in rows.items():
-        ranked.append(Item(m, used, path_class(app, m, focus), relevance[key]))
-    ranked.sort(key=lambda i: (i.path_class, -use_bucket(i.used_count), -i.relevance, i.memory.id))
-    items.extend(ranked)
-
-    res = _page(items, page, size)
+    # Rank on paths and counts alone; only the memories of the page shown are read whole.
+    ranked = sorted((_path_class(app, key[0], stored, focus), -use_bucket(used), -relevance[key], key[1], key, used)
+                    for key, (stored, used) in _uses(app, [k for k in relevance if k not in seen]).items())
+    res = _page([*items, *ranked], page, size)
+    rows = _rows(app, [r[4] for r in res.items if isinstance(r, tuple)])
+    res.items = [r if isinstance(r, Item) else Item(rows[r[4]], r[5], r[0], -r[2]) for r in res.items
+                 if isinstance(r, Item) or r[4] in rows]  # a memory forgotten meanwhile is left out
     res.focus, res.errors, res.notes, res.queries = focus, errors, notes, asked
     res.asked = bool(asked or raw_paths or id_values)
     if count_hits and res.items:
@@ -228,7 +249,7 @@ def nothing_found(r: Result) -> str:
     return "No memory matches those paths or ids."
 
 
-def _page(items: list[Item], page: int, size: int) -> Result:
+def _page(items: Sequence[Any], page: int, size: int) -> Result:
     """One page of ``items``; a page outside 1..pages holds nothing (never another page)."""
     total = len(items)
     pages = max(1, math.ceil(total / size))

@@ -139,11 +139,12 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
     texts = dict(((r, f" {c} {b} ") for r, c, b in conn.execute(
         f"SELECT rowid, caption, body FROM memories_fts WHERE rowid IN ({','.join('?' * len(rows))})",
         [r[2] for r in rows])))
+    # A stem is present as the start of a word, any other form as a whole word.
+    needles = [(tuple(" " + c[:-1] if c.endswith("*") else " " + c + " " for c in cs), w) for cs, w in weighted]
     out = []
     for s, i, rowid, score in rows:
         body = texts.get(rowid, "")
-        got = sum(w for cs, w in weighted if any((" " + c[:-1]) in body if c.endswith("*") else (" " + c + " ") in body
-                                                   for c in cs))
+        got = sum(w for forms, w in needles if any(f in body for f in forms))
         out.append(Lexical((s, i), score, got / total))
     return out
 
