@@ -142,6 +142,8 @@ class Server:
         self.active: set[str] = set()
         self.cancelled: set[str] = set()
         self.scanner: subprocess.Popen[bytes] | None = None  # `realmem scan` reading a large backlog
+        self.deferred = threading.Condition()  # guards ``pending``: replies whose writes are still running
+        self.pending = 0
         self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("on_")
         }
@@ -187,8 +189,42 @@ class Server:
         self.local.used = app
         return app
 
+    def later(self, write: Callable[[], None]) -> None:
+        """Run ``write`` once this request's reply is sent (e.g. recall's hit: the agent does
+        not wait for it)."""
+        if not hasattr(self.local, "later"):
+            self.local.later = []
+        self.local.later.append(write)
+
+    def _hold(self) -> None:
+        """Before a reply goes out: requests the client sends after it wait for its writes."""
+        if getattr(self.local, "later", None):
+            with self.deferred:
+                self.pending += 1
+            self.local.held = True
+
+    def _settle(self) -> None:
+        """Wait for the writes of replies already sent (by another thread): a request sent
+        after a recall's answer sees its hit, e.g. a list shows the use count it added."""
+        with self.deferred:
+            self.deferred.wait_for(lambda: self.pending == 0)
+
     def follow(self) -> None:
-        """After the reply: queue the background work the request's events call for."""
+        """After the reply: the writes deferred past it, then queue the background work the
+        request's events call for."""
+        writes, self.local.later = getattr(self.local, "later", None) or [], []
+        try:
+            for write in writes:
+                try:
+                    write()
+                except Exception:  # the answer is out: log, and keep serving
+                    logger.exception("rpc write after the reply failed")
+        finally:
+            if getattr(self.local, "held", False):
+                self.local.held = False
+                with self.deferred:
+                    self.pending -= 1
+                    self.deferred.notify_all()
         app, self.local.used = getattr(self.local, "used", None), None
         if app is not None:
             from realmem.jobs import policy  # lazy: hello and path notes need none of the jobs' imports
@@ -216,6 +252,7 @@ class Server:
             return
         try:
             validate(method, params)
+            self._settle()
             result = fn(params)
         except Exception as exc:  # a bug must not kill the child either: Pi keeps working
             code = errors.code_of(exc)
@@ -225,9 +262,12 @@ class Server:
                 traceback.print_exc(file=sys.stderr)
             err = {"code": code, "message": errors.message_of(exc, method)}
         else:
-            if mid is not None:
-                self.send({"jsonrpc": "2.0", "id": mid, "result": result})
-            self.follow()
+            self._hold()
+            try:
+                if mid is not None:
+                    self.send({"jsonrpc": "2.0", "id": mid, "result": result})
+            finally:  # a reply that failed to go out still releases the requests waiting on it
+                self.follow()
             return
         finally:
             token = params.get("progress_token")
@@ -235,9 +275,12 @@ class Server:
                 with self.write_lock:
                     self.active.discard(token)
                     self.cancelled.discard(token)
-        if mid is not None:
-            self.send({"jsonrpc": "2.0", "id": mid, "error": err})
-        self.follow()
+        self._hold()
+        try:
+            if mid is not None:
+                self.send({"jsonrpc": "2.0", "id": mid, "error": err})
+        finally:
+            self.follow()
 
     # --- methods -------------------------------------------------------------------------
 
@@ -301,7 +344,7 @@ class Server:
         from realmem.interface import tools
         return tools.recall(self.app(p), queries=_strs(p.get("queries")), paths=_strs(p.get("paths")),
                             id_values=_strs(p.get("ids")), page=int(p.get("page") or 1), scope=p.get("scope"),
-                            recent_paths=_strs(p.get("recent_paths")))
+                            recent_paths=_strs(p.get("recent_paths")), later=self.later)
 
     def on_remember(self, p: dict[str, Any]) -> dict[str, Any]:
         from realmem.interface import tools

@@ -5,7 +5,7 @@ for Pi, the MCP server for other agents) calls these, so wording and ranking liv
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from realmem.read import freshness, recall as recall_mod, render, status as status_mod
@@ -17,17 +17,20 @@ from realmem.words import count
 
 
 def run_recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-               page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> tuple[Any, dict[Any, str]]:
-    """The recall page and the freshness flag of each memory on it (the CLI shows more of both)."""
+               page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (),
+               later: Callable[[Callable[[], None]], None] | None = None) -> tuple[Any, dict[Any, str]]:
+    """The recall page and the freshness flag of each memory on it (the CLI shows more of both).
+    ``later``: see recall.recall (the rpc child appends the hit after its answer)."""
     res = recall_mod.recall(app, queries=list(queries), raw_paths=list(paths), id_values=list(id_values), page=page,
-                            scope=scope, recent_paths=list(recent_paths))
+                            scope=scope, recent_paths=list(recent_paths), later=later)
     return res, freshness.flags_text(app, [i.memory for i in res.items])
 
 
 def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = ()) -> dict[str, Any]:
+           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (),
+           later: Callable[[Callable[[], None]], None] | None = None) -> dict[str, Any]:
     res, stale = run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope,
-                            recent_paths=recent_paths)
+                            recent_paths=recent_paths, later=later)
     return {"text": render.recall_text(res, stale), "details": page_details(res)}
 
 

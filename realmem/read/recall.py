@@ -176,9 +176,11 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
 
 def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str] = (), id_values: Sequence[str] = (),
            page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (), page_size: int | None = None,
-           count_hits: bool = True, embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> Result:
+           count_hits: bool = True, embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query,
+           later: Callable[[Callable[[], None]], None] | None = None) -> Result:
     """``embed`` turns a query into a vector (the configured embeddings endpoint by default;
-    the benchmark and evaluation pass their own)."""
+    the benchmark and evaluation pass their own).  ``later``: when given, the hit is appended
+    by the write it is handed, run after the answer is sent (the returned counts include it)."""
     stores = stores_for(app, scope)
     size = max(1, page_size or int(app.config["recall.pageSize"]))
     given_focus = _abs_focus(app, raw_paths)
@@ -228,7 +230,11 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
     res.focus, res.errors, res.notes, res.queries = focus, errors, notes, asked
     res.asked = bool(asked or raw_paths or id_values)
     if count_hits and res.items:
-        app.emit([ev.RecallHit([(i.memory.store, i.memory.id) for i in res.items])])
+        hit = ev.RecallHit([(i.memory.store, i.memory.id) for i in res.items])
+        if later is None:
+            app.emit([hit])
+        else:
+            later(lambda: app.emit([hit]))
         for i in res.items:
             i.used_count += 1
     return res

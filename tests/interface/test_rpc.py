@@ -9,7 +9,9 @@ and "cancel during consolidate" never depend on how fast anything runs.
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,9 @@ import pytest
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.events import log as evlog
+from realmem.events import types as ev
 from realmem.fakes import FakeSystemOne
+from realmem.interface import rpc
 from realmem.write.observe import open_attached
 
 from helpers.rpc_child import WAIT, Gate, child_env, spawn  # noqa: F401 (fixtures)
@@ -260,3 +264,71 @@ def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo:
     again = c.call("session_start", {"cwd": str(repo), "session": "s"})
     assert again["observing"] == 0 and again["notification"] is None
     assert c.close() == 0
+
+
+# --- the recall hit, appended after the answer ----------------------------------------------------
+
+def test_recall_hit_is_appended_after_the_answer_and_seen_by_the_next_request(spawn: Any, repo: Path,
+                                                                               home: Path) -> None:
+    """The reply counts the hit already; a list sent the moment that reply arrives (served by
+    another thread of the child) shows the use count the hit added, and the log holds one
+    RecallHit for it."""
+    with Realmem.open(home, repo) as a:
+        m = memories.add(a, "Lint with ruff", "Run `ruff check .` before committing.", store=a.project.shared_store,
+                         stored_paths=["."], source="add")  # type: ignore[union-attr]
+        before = evlog.last_seq(a.conn)
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    got = c.call("recall", {"cwd": str(repo), "queries": ["ruff"]})
+    assert [(i["id"], i["used_count"]) for i in got["details"]["items"]] == [(ids.short(m.id), 1)]
+    listed = c.call("list", {"cwd": str(repo)})
+    assert [(i["id"], i["used_count"]) for i in listed["details"]["items"]] == [(ids.short(m.id), 1)]
+    assert c.close() == 0
+    with Realmem.open(home, repo, scan=False) as a:
+        hits = [e.event for e in evlog.read(a.conn, before) if isinstance(e.event, ev.RecallHit)]
+        assert [list(h.keys()) for h in hits] == [[(m.store, m.id)]]
+        assert a.counters((m.store, m.id))[0] == 1
+
+
+def test_recall_hit_is_kept_when_stdin_closes_right_after_the_answer(spawn: Any, repo: Path, home: Path) -> None:
+    """The agent may end the session at once: the child appends the hit before it exits."""
+    with Realmem.open(home, repo) as a:
+        m = memories.add(a, "Lint with ruff", "Run `ruff check .` before committing.", store=a.project.shared_store,
+                         stored_paths=["."], source="add")  # type: ignore[union-attr]
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+    for _ in range(3):
+        c.send("recall", {"cwd": str(repo), "queries": ["ruff"]})
+    c.response(c.next_id)
+    assert c.close() == 0
+    with Realmem.open(home, repo, scan=False) as a:
+        assert a.counters((m.store, m.id))[0] == 3
+
+
+def test_a_request_waits_for_writes_deferred_past_an_earlier_reply(home: Path, repo: Path) -> None:
+    """In process, deterministic: while one thread's write after its reply is held back, a
+    request on another thread does not run; it runs once that write is done."""
+    server = rpc.Server(str(home), io.StringIO())
+    release, order = threading.Event(), []
+
+    def first() -> None:
+        server.later(lambda: (release.wait(WAIT), order.append("write")))
+        server.handle({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {}})
+
+    def second() -> None:
+        server.handle({"jsonrpc": "2.0", "id": 2, "method": "list", "params": {"cwd": str(repo)}})
+        order.append("list")
+
+    a = threading.Thread(target=first)
+    a.start()
+    with server.deferred:
+        assert server.deferred.wait_for(lambda: server.pending == 1, timeout=WAIT)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(timeout=0.5)
+    assert b.is_alive() and order == []  # held behind the write, however long it takes
+    release.set()
+    a.join(timeout=WAIT)
+    b.join(timeout=WAIT)
+    assert order == ["write", "list"] and server.pending == 0
+    for apps in server.all_apps:
+        for app in apps.values():
+            app.close()
