@@ -324,7 +324,7 @@ def test_a_request_waits_for_writes_deferred_past_an_earlier_reply(home: Path, r
     b = threading.Thread(target=second)
     b.start()
     b.join(timeout=0.5)
-    assert b.is_alive() and order == []  # held behind the write, however long it takes
+    assert b.is_alive() and order == [], (b.is_alive(), order, server.pending)  # held behind the write, however long
     release.set()
     a.join(timeout=WAIT)
     b.join(timeout=WAIT)
