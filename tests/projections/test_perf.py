@@ -399,14 +399,14 @@ def test_bench_only_measures_the_groups_picked(tmp_path):
     and nothing else; an unknown group is refused with the list of groups."""
     import json
     env = {**__import__("os").environ, "REALMEM_HOME": str(tmp_path / "home"), "REALMEM_WORKER_AUTOSTART": "0"}
-    out = subprocess.run([sys.executable, "-m", "realmem.cli", "bench", "--quick", "--sizes", "200", "--only", "recall",
-                          "--json"], capture_output=True, text=True, env=env, timeout=1800)
+    out = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "bench", "--quick", "--sizes", "200",
+                          "--only", "recall", "--json"], capture_output=True, text=True, env=env, timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     names = {r["row"] for r in json.loads(out.stdout)["rows"]}
     assert {"recall over rpc, hits counted, p50", "recall over rpc, hits counted, p95", "recall in process p95",
             "rpc child ready", "rpc child peak RSS"} <= names
     assert not any(n.startswith(("status", "observe", "store open", "path-note", "MCP", "remember gate", "replay"))
                    for n in names)
-    bad = subprocess.run([sys.executable, "-m", "realmem.cli", "bench", "--only", "recal"], capture_output=True,
-                         text=True, env=env, timeout=600)
+    bad = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "bench", "--only", "recal"],
+                         capture_output=True, text=True, env=env, timeout=600)
     assert bad.returncode == 2 and "unknown group recal" in bad.stderr and "path_notes" in bad.stderr
