@@ -201,6 +201,7 @@ class Server:
         if getattr(self.local, "later", None):
             with self.deferred:
                 self.pending += 1
+                self.deferred.notify_all()  # every change of ``pending`` is announced
             self.local.held = True
 
     def _settle(self) -> None:
