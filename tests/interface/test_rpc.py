@@ -273,7 +273,7 @@ def test_recall_hit_is_appended_after_the_answer_and_seen_by_the_next_request(sp
     """The reply counts the hit already; a list sent the moment that reply arrives (served by
     another thread of the child) shows the use count the hit added, and the log holds one
     RecallHit for it."""
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         m = memories.add(a, "Lint with ruff", "Run `ruff check .` before committing.", store=a.project.shared_store,
                          stored_paths=["."], source="add")  # type: ignore[union-attr]
         before = evlog.last_seq(a.conn)
@@ -283,7 +283,7 @@ def test_recall_hit_is_appended_after_the_answer_and_seen_by_the_next_request(sp
     listed = c.call("list", {"cwd": str(repo)})
     assert [(i["id"], i["used_count"]) for i in listed["details"]["items"]] == [(ids.short(m.id), 1)]
     assert c.close() == 0
-    with Realmem.open(home, repo, scan=False) as a:
+    with open_attached(home, repo, scan=False) as a:
         hits = [e.event for e in evlog.read(a.conn, before) if isinstance(e.event, ev.RecallHit)]
         assert [list(h.keys()) for h in hits] == [[(m.store, m.id)]]
         assert a.counters((m.store, m.id))[0] == 1
@@ -291,7 +291,7 @@ def test_recall_hit_is_appended_after_the_answer_and_seen_by_the_next_request(sp
 
 def test_recall_hit_is_kept_when_stdin_closes_right_after_the_answer(spawn: Any, repo: Path, home: Path) -> None:
     """The agent may end the session at once: the child appends the hit before it exits."""
-    with Realmem.open(home, repo) as a:
+    with open_attached(home, repo) as a:
         m = memories.add(a, "Lint with ruff", "Run `ruff check .` before committing.", store=a.project.shared_store,
                          stored_paths=["."], source="add")  # type: ignore[union-attr]
     c = spawn(REALMEM_WORKER_AUTOSTART="0")
@@ -299,7 +299,7 @@ def test_recall_hit_is_kept_when_stdin_closes_right_after_the_answer(spawn: Any,
         c.send("recall", {"cwd": str(repo), "queries": ["ruff"]})
     c.response(c.next_id)
     assert c.close() == 0
-    with Realmem.open(home, repo, scan=False) as a:
+    with open_attached(home, repo, scan=False) as a:
         assert a.counters((m.store, m.id))[0] == 3
 
 
