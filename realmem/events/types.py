@@ -8,6 +8,7 @@ maps the stored type name back to its class.
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -29,6 +30,26 @@ class Key(NamedTuple):
 def content_hash(caption: str, content: str) -> str:
     """sha256(caption + content): the exact-duplicate and embedding-cache key."""
     return hashlib.sha256((caption.strip() + "\n" + content.strip()).encode("utf-8")).hexdigest()
+
+
+class Action(enum.StrEnum):
+    """What the remember gate (and consolidation) decided for a candidate.  A ``StrEnum``: it
+    is stored, compared and formatted as its plain value, so logs read the same as before."""
+
+    ADD = "add"
+    EDIT = "edit"
+    MERGE = "merge"
+    REINFORCE = "reinforce"
+    WIDEN = "widen"
+    REJECT = "reject"
+    REFUSE = "refuse"
+    QUEUE = "queue"
+    CONSOLIDATE_FORGET = "consolidate-forget"
+    CONSOLIDATE_COVERED = "consolidate-covered"
+    CONSOLIDATE_SUPERSEDE = "consolidate-supersede"
+    CONSOLIDATE_MERGE = "consolidate-merge"
+    CONSOLIDATE_REVISE = "consolidate-revise"
+    CONSOLIDATE_PATHS = "consolidate-paths"
 
 
 @attrs.frozen
@@ -236,9 +257,11 @@ class Decided(Event):
     TYPE: ClassVar[str] = "decided"
     candidate_id: str
     project_key: str | None
-    action: str  # add | edit | merge | reinforce | widen | reject | refuse | queue
+    action: Action
     rule: str
     target: list[str] | None  # [store, id] of the memory acted on
+    # The serialised trace: the gate's is ``events.trace.dump(GateTrace)`` (with a version;
+    # ``events.trace.load`` reads any version back); consolidation writes its own dict.
     trace: dict[str, Any]
 
     @property
@@ -321,7 +344,11 @@ def _converter() -> "cattrs.Converter":
     # that only read the projections (status, list) never need it.
     import cattrs
 
-    return cattrs.Converter()
+    conv = cattrs.Converter()
+    # An action this release does not know (a log written by a newer one) loads as its plain
+    # string rather than failing the whole read.
+    conv.register_structure_hook(Action, lambda v, _: Action(v) if v in Action._value2member_map_ else v)
+    return conv
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ import contextlib
 import difflib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -33,14 +33,17 @@ from realmem.read import embedder, search
 from realmem.stores import ids, paths
 from realmem.write import gitignore, memories, observe
 from realmem.app import Realmem, RealmemError
-from realmem.clients import EndpointError, EndpointUnavailable, ScoreAnswer
+from realmem.clients import Answer, EndpointError, EndpointUnavailable, ScoreAnswer
 from realmem.events import log
 from realmem.events import types as ev
-from realmem.events.types import Key
+from realmem.events.trace import (AnswerTrace, CandidateTrace, DecisionTrace, DuplicateTrace, EmbeddingTrace,
+                                  Finding, GateTrace, JudgeTrace, LockHolder, LockTrace, MemoryText, NeighbourSources,
+                                  NeighbourTrace, RewriteTrace, SafetyTrace, UrgencyTrace, dump)
+from realmem.events.types import Action, Key, content_hash
 from realmem.frontend import settings_hint
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import store_kind
-from realmem.projections import files, index
+from realmem.projections import index
 from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
@@ -56,11 +59,11 @@ MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryM
 
 @attrs.define
 class Outcome:
-    action: str            # add | edit | merge | reinforce | widen | reject | refuse | queue
+    action: Action
     memory: Memory | None  # the memory written/reinforced (None for reject/refuse/queue)
     text: str              # compact model-facing message
     warnings: list[str]
-    trace: dict
+    trace: GateTrace | None  # None only for a queued candidate that failed before the gate ran
     queued: bool = False
 
 
@@ -83,7 +86,7 @@ class Candidate:
 
 @attrs.define
 class Plan:
-    action: str
+    action: Action
     rule: str
     store: str
     stored_paths: list[str]
@@ -160,54 +163,50 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
             raise RealmemError(f"bad path {raw!r}: {exc}") from None
     cand = Candidate(caption, content, scope, list(dict.fromkeys(abs_paths)), bool(user_requested), source,
                      candidate_id or ids.new_id(), str(app.cwd))
-    trace: dict[str, Any] = {
-        "candidate": {"id": cand.candidate_id, "caption": caption, "content": content, "scope": scope,
-                      "paths": cand.abs_paths, "user_requested": cand.user_requested, "source": source,
-                      "retry": candidate_id is not None},
-        "dry_run": dry_run, "thresholds": thresholds_trace(app),
-    }
+    trace = GateTrace(candidate=CandidateTrace(cand.candidate_id, caption, content, scope, cand.abs_paths,
+                                               cand.user_requested, source, candidate_id is not None),
+                      dry_run=dry_run, thresholds=thresholds_trace(app))
     warnings: list[str] = []
 
     # 1. Safety scan.
     result, s_caption, s_content = safety.scan_memory(caption, content, redact=bool(app.config["safety.redact"]))
-    trace["safety"] = {"ok": result.ok, "reason": result.reason(),
-                       "findings": [{"category": f.category, "kind": f.kind} for f in result.findings]}
+    trace.safety = SafetyTrace(result.ok, result.reason(), [Finding(f.category, f.kind) for f in result.findings])
     if not result.ok:
         reason = result.reason()
         text = "Refused: " + reason.removeprefix("refused: ") + "."
         # Never store a secret: the trace keeps the candidate with secrets masked.
         r_caption, r_content = safety.mask_memory(caption, content, result)
-        trace["candidate"].update({"caption": r_caption, "content": r_content})
-        trace["decision"] = {"action": "refuse", "rule": "safety", "reason": reason}
+        trace.candidate.caption, trace.candidate.content = r_caption, r_content
+        trace.decision = DecisionTrace(Action.REFUSE, "safety", reason=reason)
         if not dry_run:
-            events: list[ev.Event] = [ev.Decided(cand.candidate_id, _project_key(app), "refuse", "safety", None,
-                                                 _jsonable(trace))]
+            events: list[ev.Event] = [ev.Decided(cand.candidate_id, _project_key(app), Action.REFUSE, "safety", None,
+                                                 dump(trace))]
             if candidate_id is not None and _is_pending(app, candidate_id):
-                events.append(ev.CandidateDone(candidate_id, "refuse"))
+                events.append(ev.CandidateDone(candidate_id, Action.REFUSE))
             app.emit(events)
-        return Outcome("refuse", None, text, warnings, trace)
+        return Outcome(Action.REFUSE, None, text, warnings, trace)
     if result.findings:  # redacted: the trace (kept in the event log) holds only the redacted text
         cand.caption, cand.content = s_caption, s_content
-        trace["candidate"].update({"caption": s_caption, "content": s_content})
+        trace.candidate.caption, trace.candidate.content = s_caption, s_content
         warnings.append(f"note: {result.reason()}")
 
     snap = log.last_seq(app.conn)
     plan = _plan_or_queue(app, cand, trace)
     if dry_run:
         return _dry_outcome(app, cand, plan, trace, warnings)
-    if plan.action == "queue":
+    if plan.action == Action.QUEUE:
         return _queue(app, cand, plan, trace, warnings)
     try:
         with app.write_lease():
-            if plan.action in ("edit", "merge", "widen", "reinforce") and plan.target is not None:
+            if plan.action in (Action.EDIT, Action.MERGE, Action.WIDEN, Action.REINFORCE) and plan.target is not None:
                 observe.scan_stores(app, [plan.target[0]])  # a hand edit must not be overwritten
             if _changed_since(app, snap):
-                trace["replanned"] = True
+                trace.replanned = True
                 plan = _plan_or_queue(app, cand, trace)
             outcome = _execute(app, cand, plan, trace, warnings)
     except LockTimeout as exc:
-        trace["lock"] = {"timeout": float(app.config["gate.lockWaitSeconds"]), "holder": _safe_holder(exc)}
-        plan = Plan("queue", "lock-busy", "", [], reason="the write lock is busy")
+        trace.lock = LockTrace(float(app.config["gate.lockWaitSeconds"]), _safe_holder(exc))
+        plan = Plan(Action.QUEUE, "lock-busy", "", [], reason="the write lock is busy")
         outcome = _queue(app, cand, plan, trace, warnings)
     return outcome
 
@@ -274,7 +273,7 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
         except RealmemError as exc:
             # The candidate can never be written (e.g. its scope no longer exists): drop it.
             app.emit([ev.CandidateDone(cid, f"error: {exc}")])
-            return Outcome("reject", None, f"Dropped a queued candidate: {exc}", [], {"error": str(exc)})
+            return Outcome(Action.REJECT, None, f"Dropped a queued candidate: {exc}", [], None)
         except Exception as exc:
             # A bug must not leave the candidate due at once: the worker would retry it in a
             # tight loop.  It backs off like any failed attempt, with the error recorded.
@@ -283,7 +282,7 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
             if attempts is not None:
                 app.emit([ev.CandidateRetried(cid, f"error: {type(exc).__name__}: {exc}",
                                               next_try(app, attempts[0] + 1, None))])
-            return Outcome("queue", None, f"Kept a queued candidate after an error: {exc}", [], {"error": str(exc)},
+            return Outcome(Action.QUEUE, None, f"Kept a queued candidate after an error: {exc}", [], None,
                            queued=True)
     finally:
         claim.release()
@@ -295,56 +294,91 @@ def _normalize(app: Realmem, raw: str) -> str:
     return paths.normalize_input(raw, cwd=app.cwd, home=memories.user_home())
 
 
-def _plan_or_queue(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
+def _plan_or_queue(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
     try:
         return _plan(app, cand, trace)
     except _Queue as q:
-        return Plan("queue", "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after)
+        return Plan(Action.QUEUE, "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after)
 
 
-def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
-    cfg = app.config
+def _plan(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
     store, stored = memories.place(app, cand.scope, cand.abs_paths)
-    h = files.content_hash(cand.caption, cand.content)
-    trace["candidate"].update({"store": store, "scope_used": _scope_label(store), "stored_paths": stored,
-                               "hash": h})
+    h = content_hash(cand.caption, cand.content)
+    _placed(trace, store, stored).hash = h
 
     # 2. Exact duplicate.
     dup = _exact_duplicate(app, h)
     if dup is not None:
-        trace["duplicate"] = {"id": ids.short(dup.id), "store": dup.store, "caption": dup.caption}
-        if cand.abs_paths:
-            try:
-                dup_frame = memories.edit_paths_from_input(app, (dup.store, dup.id), cand.abs_paths)
-            except RealmemError as exc:
-                trace["duplicate"]["widen_impossible"] = str(exc)
-                dup_frame = []
-            dup_abs = memories.absolute(app, dup.store, dup.paths)
-            new = [p for p, a in zip(dup_frame, memories.absolute(app, dup.store, dup_frame))
-                   if not any(paths.matches(q, a) for q in dup_abs)]
-            if new:
-                widened = memories.union_paths(dup.paths, new, dup.store)
-                trace["decision"] = {"action": "widen", "rule": "exact-duplicate-new-paths",
-                                     "target": [dup.store, dup.id], "paths": widened}
-                return Plan("widen", "exact-duplicate-new-paths", dup.store, stored, (dup.store, dup.id),
-                            dup.caption, dup.content, widened)
-        trace["decision"] = {"action": "reinforce", "rule": "exact-duplicate", "target": [dup.store, dup.id]}
-        return Plan("reinforce", "exact-duplicate", dup.store, stored, (dup.store, dup.id))
+        return _plan_duplicate(app, cand, dup, stored, trace)
 
     # 3. Neighbours.
-    neighbours = _neighbours(app, cand, h, trace)
-    shown = neighbours[: max(0, int(cfg["gate.judgeNeighbors"]))]
-    for n in trace["neighbours"][: len(shown)]:
-        n["judged"] = True
+    shown = _neighbours(app, cand, h, trace)[: max(0, int(app.config["gate.judgeNeighbors"]))]
+    for n in (trace.neighbours or [])[: len(shown)]:
+        n.judged = True
 
     # 4. Judge.
+    combined = _ask_judge(app, cand, shown, stored, trace)
+    if combined is None:  # no judge, and the user asked for this memory
+        trace.decision = DecisionTrace(Action.ADD, "user-requested-no-judge",
+                                       steps=["SemIf not configured; the user asked for this memory"])
+        return Plan(Action.ADD, "user-requested-no-judge", store, stored, None, cand.caption, cand.content)
+    store, stored = _judged_place(app, cand, combined, trace)
+    urgency = _urgency(app, combined, stored, trace)
+
+    # 5. Decision.
+    d = _decide(app, cand, shown, combined, store, stored)
+    trace.decision = DecisionTrace(d.action, d.rule, list(d.target) if d.target else None, steps=d.steps,
+                                   details=d.details)
+    plan = Plan(d.action, d.rule, store, stored, d.target, cand.caption, cand.content, urgency=urgency)
+    if d.action == Action.REJECT:
+        plan.reason = gate.reject_reason(d)
+    elif d.action in (Action.EDIT, Action.MERGE):
+        _rewrite(app, plan, cand, trace)  # 6.
+    elif d.action == Action.WIDEN:
+        target = app.memory(d.target)  # type: ignore[arg-type]
+        assert target is not None
+        plan.new_paths = memories.union_paths(target.paths, stored, target.store)
+    return plan
+
+
+def _placed(trace: GateTrace, store: str, stored: list[str]) -> CandidateTrace:
+    c = trace.candidate
+    c.store, c.scope_used, c.stored_paths = store, _scope_label(store), stored
+    return c
+
+
+def _plan_duplicate(app: Realmem, cand: Candidate, dup: Memory, stored: list[str], trace: GateTrace) -> Plan:
+    """An exact duplicate reinforces the memory, or widens its paths by the candidate's new ones."""
+    trace.duplicate = DuplicateTrace(ids.short(dup.id), dup.store, dup.caption)
+    if cand.abs_paths:
+        try:
+            dup_frame = memories.edit_paths_from_input(app, (dup.store, dup.id), cand.abs_paths)
+        except RealmemError as exc:
+            trace.duplicate.widen_impossible = str(exc)
+            dup_frame = []
+        dup_abs = memories.absolute(app, dup.store, dup.paths)
+        new = [p for p, a in zip(dup_frame, memories.absolute(app, dup.store, dup_frame))
+               if not any(paths.matches(q, a) for q in dup_abs)]
+        if new:
+            widened = memories.union_paths(dup.paths, new, dup.store)
+            trace.decision = DecisionTrace(Action.WIDEN, "exact-duplicate-new-paths", [dup.store, dup.id],
+                                           paths=widened)
+            return Plan(Action.WIDEN, "exact-duplicate-new-paths", dup.store, stored, (dup.store, dup.id),
+                        dup.caption, dup.content, widened)
+    trace.decision = DecisionTrace(Action.REINFORCE, "exact-duplicate", [dup.store, dup.id])
+    return Plan(Action.REINFORCE, "exact-duplicate", dup.store, stored, (dup.store, dup.id))
+
+
+def _ask_judge(app: Realmem, cand: Candidate, shown: list[Memory], stored: list[str], trace: GateTrace
+               ) -> Mapping[str, Answer] | None:
+    """The judge's answers, combined over shards; None when no judge is configured and the user
+    asked for the memory.  Raises ``_Queue`` when the judge cannot answer now."""
+    cfg = app.config
     client = judge.client(cfg)
     if client is None:
-        trace["judge"] = {"configured": False}
+        trace.judge = JudgeTrace(configured=False)
         if cand.user_requested:
-            trace["decision"] = {"action": "add", "rule": "user-requested-no-judge",
-                                 "steps": ["SemIf not configured; the user asked for this memory"]}
-            return Plan("add", "user-requested-no-judge", store, stored, None, cand.caption, cand.content)
+            return None
         raise _Queue("the SemIf judge is not configured")
     jn = [judge.Neighbour(ids.short(m.id), m.caption, m.content, _scope_label(m.store), m.paths) for m in shown]
     has_paths = judge.specific_paths(stored)
@@ -354,22 +388,26 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
         with _timed(trace, "judge_s"):
             answers = client.ask(state, qs)
     except EndpointUnavailable as exc:
-        trace["judge"] = {"configured": True, "error": str(exc)}
+        trace.judge = JudgeTrace(configured=True, error=str(exc))
         raise _Queue("the SemIf judge is unreachable", exc.retry_after) from None
     except EndpointError as exc:
-        trace["judge"] = {"configured": True, "error": str(exc)}
+        trace.judge = JudgeTrace(configured=True, error=str(exc))
         raise _Queue(f"the SemIf judge refused the request ({exc})") from None
     finally:
         client.close()
     combined = judge.combine(answers, shards)
-    trace["judge"] = {
-        "configured": True, "model": answers.model, "requests": answers.requests, "state": state,
-        "questions": {name: q.to_wire() for name, q in qs.items()},
-        "raw": {name: judge.raw_answer(a) for name, a in answers.items()},
-        "answers": {name: judge.answer_summary(a) for name, a in combined.items()},
-    }
+    trace.judge = JudgeTrace(
+        configured=True, model=answers.model, requests=answers.requests, state=state,
+        questions={name: q.to_wire() for name, q in qs.items()},
+        raw={name: judge.raw_answer(a) for name, a in answers.items()},
+        answers={name: AnswerTrace(**judge.answer_summary(a)) for name, a in combined.items()},
+    )
+    return combined
 
-    # Scope: an explicit scope wins over the judge's.
+
+def _judged_place(app: Realmem, cand: Candidate, combined: Mapping[str, Answer], trace: GateTrace
+                  ) -> tuple[str, list[str]]:
+    """The store and stored paths once the judge has answered: an explicit scope wins over the judge's."""
     scope_ans = combined.get("scope")
     final_scope = cand.scope
     if final_scope is None and scope_ans is not None and getattr(scope_ans, "choice", None) in judge.SCOPE_STORE_KIND:
@@ -377,52 +415,48 @@ def _plan(app: Realmem, cand: Candidate, trace: dict[str, Any]) -> Plan:
         if final_scope != "global" and app.project is None:
             final_scope = "global"
     store, stored = memories.place(app, final_scope, cand.abs_paths)
-    trace["candidate"].update({"store": store, "scope_used": _scope_label(store), "stored_paths": stored,
-                               "scope_source": "explicit" if cand.scope else "judge"})
-    urgency = combined.get("path_urgency")
-    urgency = urgency if isinstance(urgency, ScoreAnswer) and judge.specific_paths(stored) else None
-    if urgency is not None:
-        tier = judge.urgency_tier(urgency.score, cfg)
-        trace["urgency"] = {"score": urgency.score, "tier": tier, "probabilities": urgency.probabilities,
-                            "confidence": urgency.confidence, "would_store": judge.TIER_SHOWN[tier]}
+    _placed(trace, store, stored).scope_source = "explicit" if cand.scope else "judge"
+    return store, stored
 
-    # 5. Decision.
+
+def _urgency(app: Realmem, combined: Mapping[str, Answer], stored: list[str], trace: GateTrace) -> ScoreAnswer | None:
+    """The judge's path urgency, when the memory has specific paths to be shown for."""
+    urgency = combined.get("path_urgency")
+    if not (isinstance(urgency, ScoreAnswer) and judge.specific_paths(stored)):
+        return None
+    tier = judge.urgency_tier(urgency.score, app.config)
+    trace.urgency = UrgencyTrace(urgency.score, tier, dict(urgency.probabilities), urgency.confidence,
+                                 judge.TIER_SHOWN[tier])
+    return urgency
+
+
+def _decide(app: Realmem, cand: Candidate, shown: list[Memory], combined: Mapping[str, Answer], store: str,
+            stored: list[str]) -> gate.Decision:
     by_short = {ids.short(m.id): m for m in shown}
     targets = {s: gate.Target((m.store, m.id), m.store, memories.absolute_paths(app, m)) for s, m in by_short.items()}
-    cand_abs = memories.absolute(app, store, stored)
-    d = gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=cand_abs,
-                    user_requested=cand.user_requested, limits=gate.thresholds(cfg), overlap=paths.overlap)
-    trace["decision"] = {"action": d.action, "rule": d.rule, "target": list(d.target) if d.target else None,
-                         **d.details}
-    plan = Plan(d.action, d.rule, store, stored, d.target, cand.caption, cand.content, urgency=urgency)
-    if d.action == "reject":
-        plan.reason = gate.reject_reason(d)
-        return plan
-    if d.action in ("edit", "merge"):
-        # 6. Rewrite the target with the new fact, keeping its id.
-        from realmem.jobs.rewrite import rewrite
-        target = app.memory(d.target)  # type: ignore[arg-type]
-        assert target is not None
-        with _timed(trace, "rewrite_s"):
-            rewritten = rewrite(app, d.action, target, cand.caption, cand.content)
-        new_caption, new_content = rewritten.caption, rewritten.content
-        plan.caption, plan.content = new_caption, new_content
-        plan.new_paths = (memories.union_paths(target.paths, stored, target.store) if judge.specific_paths(stored)
-                          else list(target.paths))
-        old_text = f"{target.caption}\n\n{target.content}\n"
-        new_text = f"{new_caption}\n\n{new_content}\n"
-        trace["rewrite"] = {
-            "mode": d.action, "used_fallback": rewritten.used_fallback, "fallback_reason": rewritten.fallback,
-            "old": {"caption": target.caption, "content": target.content, "paths": target.paths},
-            "new": {"caption": new_caption, "content": new_content, "paths": plan.new_paths},
-            "diff": "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
-                                                 f"a/{ids.short(target.id)}", f"b/{ids.short(target.id)}")),
-        }
-    elif d.action == "widen":
-        target = app.memory(d.target)  # type: ignore[arg-type]
-        assert target is not None
-        plan.new_paths = memories.union_paths(target.paths, stored, target.store)
-    return plan
+    return gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=memories.absolute(app, store, stored),
+                       user_requested=cand.user_requested, limits=gate.thresholds(app.config), overlap=paths.overlap)
+
+
+def _rewrite(app: Realmem, plan: Plan, cand: Candidate, trace: GateTrace) -> None:
+    """Rewrite the Edit/Merge target with the new fact, keeping its id."""
+    from realmem.jobs.rewrite import rewrite
+    target = app.memory(plan.target)  # type: ignore[arg-type]
+    assert target is not None
+    with _timed(trace, "rewrite_s"):
+        rewritten = rewrite(app, plan.action, target, cand.caption, cand.content)
+    plan.caption, plan.content = rewritten.caption, rewritten.content
+    plan.new_paths = (memories.union_paths(target.paths, plan.stored_paths, target.store)
+                      if judge.specific_paths(plan.stored_paths) else list(target.paths))
+    old_text = f"{target.caption}\n\n{target.content}\n"
+    new_text = f"{plan.caption}\n\n{plan.content}\n"
+    trace.rewrite = RewriteTrace(
+        mode=plan.action, used_fallback=rewritten.used_fallback, fallback_reason=rewritten.fallback,
+        old=MemoryText(target.caption, target.content, target.paths),
+        new=MemoryText(plan.caption, plan.content, plan.new_paths),
+        diff="".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
+                                          f"a/{ids.short(target.id)}", f"b/{ids.short(target.id)}")),
+    )
 
 
 def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
@@ -436,28 +470,28 @@ def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
     return found[0] if found else None
 
 
-def _neighbours(app: Realmem, cand: Candidate, h: str, trace: dict[str, Any]) -> list[Memory]:
+def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace) -> list[Memory]:
     cfg = app.config
     limit = max(1, min(254, int(cfg["gate.neighbors"])))
     stores = app.visible_stores()
-    emb: dict[str, Any] = {"configured": bool(cfg["embedding.url"])}
+    emb = EmbeddingTrace(configured=bool(cfg["embedding.url"]))
     vector = None
-    if emb["configured"]:
+    if emb.configured:
         fp = index.active_fingerprint(app.conn)
-        emb["cached"] = bool(fp and index.cache_get(app.conn, h, fp) is not None)
+        emb.cached = bool(fp and index.cache_get(app.conn, h, fp) is not None)
         try:
             with _timed(trace, "embed_s"):
                 vector = embedder.embed_document(app, cand.caption, cand.content, h)
-            emb["status"] = "ok"
-            emb["dims"] = len(vector) if vector else None
+            emb.status = "ok"
+            emb.dims = len(vector) if vector else None
         except (EndpointUnavailable, EndpointError) as exc:
-            emb["status"] = "down"
-            emb["error"] = str(exc)
-            emb["note"] = "embedder unavailable: BM25 neighbours only"
+            emb.status = "down"
+            emb.error = str(exc)
+            emb.note = "embedder unavailable: BM25 neighbours only"
     else:
-        emb["status"] = "not-configured"
-        emb["note"] = "no embedder configured: BM25 neighbours only"
-    trace["embedding"] = emb
+        emb.status = "not-configured"
+        emb.note = "no embedder configured: BM25 neighbours only"
+    trace.embedding = emb
     text = f"{cand.caption}\n{cand.content}"
     bm = search.bm25(app.conn, text, stores, limit)
     kn = search.knn(app.conn, vector, stores, limit) if vector else []
@@ -469,11 +503,10 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: dict[str, Any]) ->
         if m is None or m.quarantined:
             continue
         out.append(m)
-        rows.append({"id": ids.short(m.id), "store": m.store, "scope": _scope_label(m.store), "caption": m.caption,
-                     "paths": m.paths, "cos": hit.cosine, "cos_rank": hit.cos_rank, "bm25": hit.bm25,
-                     "bm25_rank": hit.bm25_rank, "rrf": hit.rrf, "judged": False})
-    trace["neighbours"] = rows
-    trace["neighbour_sources"] = {"bm25": len(bm), "knn": len(kn)}
+        rows.append(NeighbourTrace(ids.short(m.id), m.store, _scope_label(m.store), m.caption, list(m.paths),
+                                   hit.cosine, hit.cos_rank, hit.bm25, hit.bm25_rank, hit.rrf))
+    trace.neighbours = rows
+    trace.neighbour_sources = NeighbourSources(len(bm), len(kn))
     return out
 
 
@@ -490,23 +523,23 @@ def _changed_since(app: Realmem, snap: int) -> bool:
 
 # --- executing ----------------------------------------------------------------------------------
 
-def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
-    if plan.action == "queue":
+def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
+    if plan.action == Action.QUEUE:
         return _queue(app, cand, plan, trace, warnings)
     pk = _project_key(app)
     pending = _is_pending(app, cand.candidate_id)
     done = [ev.CandidateDone(cand.candidate_id, plan.action)] if pending else []
     target = list(plan.target) if plan.target else None
-    decided = app.emit([ev.Decided(cand.candidate_id, pk, plan.action, plan.rule, target, _jsonable(trace))])
+    decided = app.emit([ev.Decided(cand.candidate_id, pk, plan.action, plan.rule, target, dump(trace))])
     seq = decided[-1].seq
-    trace["decided_seq"] = seq
+    trace.decided_seq = seq
 
-    if plan.action == "reject":
+    if plan.action == Action.REJECT:
         if done:
             app.emit(done)
-        return Outcome("reject", None, f"Not stored: {plan.reason}.", warnings, trace)
+        return Outcome(Action.REJECT, None, f"Not stored: {plan.reason}.", warnings, trace)
 
-    if plan.action == "reinforce":
+    if plan.action == Action.REINFORCE:
         assert plan.target is not None
         app.emit([ev.Reinforced(plan.target[0], plan.target[1], seq), *done])
         m = app.memory(plan.target)
@@ -517,9 +550,9 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], w
                     f"{_scope_label(plan.store)} copy added).")
         else:
             text = f"Already known: {_ref(m)} (reinforced)."
-        return Outcome("reinforce", m, text, warnings, trace)
+        return Outcome(Action.REINFORCE, m, text, warnings, trace)
 
-    if plan.action == "add":
+    if plan.action == Action.ADD:
         mem_id = ids.new_id()
         caption, content = memories.validate(plan.caption, plan.content)
         fields = app.new_fields(plan.store, mem_id, caption, content, plan.stored_paths)
@@ -533,34 +566,35 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], w
         m = app.memory((plan.store, mem_id))
         assert m is not None
         _shared_warning(app, m, warnings)
-        return Outcome("add", m, _with_notes(f"Stored {_ref(m)} ({_scope_label(m.store)}).", warnings),
+        return Outcome(Action.ADD, m, _with_notes(f"Stored {_ref(m)} ({_scope_label(m.store)}).", warnings),
                        warnings, trace)
 
     # edit | merge | widen: rewrite in place, same id.
     assert plan.target is not None
-    reason = {"edit": "edit", "merge": "merge", "widen": "widen"}[plan.action]
-    m = memories.edit(app, plan.target, caption=plan.caption if plan.action != "widen" else None,
-                      content=plan.content if plan.action != "widen" else None, stored_paths=plan.new_paths,
-                      reason=reason, decision=seq, extra=done)
+    widen = plan.action == Action.WIDEN
+    m = memories.edit(app, plan.target, caption=None if widen else plan.caption,
+                      content=None if widen else plan.content, stored_paths=plan.new_paths,
+                      reason=plan.action.value, decision=seq, extra=done)
     _shared_warning(app, m, warnings)
-    if plan.action == "edit":
+    if plan.action == Action.EDIT:
         text = f"Updated {_ref(m)} ({_scope_label(m.store)}): the new fact replaced what conflicted."
-    elif plan.action == "merge":
+    elif plan.action == Action.MERGE:
         text = f"Merged into {_ref(m)} ({_scope_label(m.store)})."
     else:
         text = f"Already known: {_ref(m)}; its paths now include {', '.join(m.paths)}."
     return Outcome(plan.action, m, _with_notes(text, warnings), warnings, trace)
 
 
-def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
     pk = _project_key(app)
     row = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cand.candidate_id,)).fetchone()
-    trace["decision"] = {**trace.get("decision", {}), "action": "queue", "rule": plan.rule, "reason": plan.reason}
+    trace.decision = attrs.evolve(trace.decision or DecisionTrace(), action=Action.QUEUE, rule=plan.rule,
+                                  reason=plan.reason)
     if row is not None:
         events: list[ev.Event] = [ev.CandidateRetried(cand.candidate_id, plan.reason,
                                                       next_try(app, row[0] + 1, plan.retry_after))]
     else:
-        events = [ev.Decided(cand.candidate_id, pk, "queue", plan.rule, None, _jsonable(trace)),
+        events = [ev.Decided(cand.candidate_id, pk, Action.QUEUE, plan.rule, None, dump(trace)),
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
                                      next_try(app, 0, plan.retry_after))]
     app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
@@ -571,7 +605,7 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], war
         text = "Queued: another process holds the write lock; it will be retried automatically."
     else:
         text = f"Queued: {plan.reason}; it will be retried automatically."
-    return Outcome("queue", None, text, warnings, trace, queued=True)
+    return Outcome(Action.QUEUE, None, text, warnings, trace, queued=True)
 
 
 
@@ -591,122 +625,119 @@ def _with_notes(text: str, warnings: list[str]) -> str:
     return "\n".join([text, *warnings]) if warnings else text
 
 
-def _safe_holder(exc: LockTimeout) -> dict[str, Any] | None:
+def _safe_holder(exc: LockTimeout) -> LockHolder | None:
     h = exc.holder
-    return {"pid": h.get("pid"), "host": h.get("host"), "held_for": h.get("held_for")} if h else None
+    return LockHolder(h.get("pid"), h.get("host"), h.get("held_for")) if h else None
 
 
 @contextlib.contextmanager
-def _timed(trace: dict[str, Any], name: str) -> Iterator[None]:
+def _timed(trace: GateTrace, name: str) -> Iterator[None]:
     """Time spent waiting on an outside service, kept apart in the trace: the gate's own
     overhead budget (p95 <= 50 ms at 10k memories, <= 80 ms at 100k) excludes it."""
     start = time.perf_counter()
     try:
         yield
     finally:
-        timings = trace.setdefault("timings", {})
-        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+        trace.timings[name] = trace.timings.get(name, 0.0) + time.perf_counter() - start
 
 
-def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: dict[str, Any], warnings: list[str]) -> Outcome:
+def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
     m = app.memory(plan.target) if plan.target else None
-    if plan.action == "queue":
+    if plan.action == Action.QUEUE:
         text = f"Would queue: {plan.reason}."
-    elif plan.action == "reject":
+    elif plan.action == Action.REJECT:
         text = f"Would not store: {plan.reason}."
-    elif plan.action == "add":
+    elif plan.action == Action.ADD:
         text = f"Would store as a new {_scope_label(plan.store)} memory: {plan.caption}."
     elif m is not None:
         text = f"Would {plan.action} {_ref(m)} ({_scope_label(m.store)})."
     else:
         text = f"Would {plan.action}."
-    d = trace.setdefault("decision", {})
-    d.setdefault("action", plan.action)
-    d.setdefault("rule", plan.rule)
-    if plan.reason:
-        d.setdefault("reason", plan.reason)
-    return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == "queue")
+    if trace.decision is None:
+        trace.decision = DecisionTrace(plan.action, plan.rule)
+    if plan.reason and trace.decision.reason is None:
+        trace.decision.reason = plan.reason
+    return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == Action.QUEUE)
 
 
-def _jsonable(value: Any) -> Any:
-    """The trace as plain JSON values (answers may hold tuples or attrs objects)."""
-    return json.loads(json.dumps(value, default=str))
+# --- the human view of a trace ------------------------------------------------------------------
 
-
-# --- the human debug view -----------------------------------------------------------------------
-
-def render_trace(outcome: Outcome) -> str:
-    t = outcome.trace
+def render_trace(t: GateTrace, text: str | None = None) -> str:
+    """The trace as people read it: ``realmem debug`` (with the outcome's ``text`` last) and
+    ``realmem audit`` both print it through here."""
     out: list[str] = []
-    c = t.get("candidate", {})
-    out.append(f"Candidate: {c.get('caption')}")
-    out.append(f"  scope {c.get('scope') or '(judge decides)'} -> {c.get('scope_used', '?')}"
-               f" · paths {', '.join(c.get('stored_paths') or []) or '(store default)'}"
-               f"{' · user requested' if c.get('user_requested') else ''}")
-    s = t.get("safety", {})
-    out.append(f"Safety: {'ok' if s.get('ok') and not s.get('findings') else s.get('reason')}")
-    if "duplicate" in t:
-        d = t["duplicate"]
-        out.append(f"Exact duplicate of [{d['id']}] {d['caption']} ({store_kind(d['store'])})")
-    e = t.get("embedding")
-    if e:
-        line = f"Embedding: {e.get('status')}"
-        if e.get("dims"):
-            line += f" · {e['dims']} dims · {'cached' if e.get('cached') else 'computed'}"
-        if e.get("note"):
-            line += f" · {e['note']}"
+    c = t.candidate
+    out.append(f"Candidate: {c.caption}")
+    out.append(f"  scope {c.scope or '(judge decides)'} -> {c.scope_used or '?'}"
+               f" · paths {', '.join(c.stored_paths or []) or '(store default)'}"
+               f"{' · user requested' if c.user_requested else ''}")
+    s = t.safety or SafetyTrace()
+    out.append(f"Safety: {'ok' if s.ok and not s.findings else s.reason}")
+    if t.duplicate is not None:
+        d = t.duplicate
+        out.append(f"Exact duplicate of [{d.id}] {d.caption} ({store_kind(d.store)})")
+    e = t.embedding
+    if e is not None:
+        line = f"Embedding: {e.status}"
+        if e.dims:
+            line += f" · {e.dims} dims · {'cached' if e.cached else 'computed'}"
+        if e.note:
+            line += f" · {e.note}"
         out.append(line)
-    ns = t.get("neighbours")
-    if ns is not None:
-        out.append(f"Neighbours ({len(ns)}; {sum(1 for n in ns if n.get('judged'))} shown to the judge):")
-        if ns:
-            out.append(f"  {'id':<22}  {'scope':<8} {'cos':>6} {'bm25 rank/score':>16} {'rrf':>7}  caption")
-        for n in ns[:30]:
-            cos = f"{n['cos']:.3f}" if n.get("cos") is not None else "-"
-            bm = f"{n['bm25_rank']}/{n['bm25']:.3g}" if n.get("bm25_rank") is not None else "-"
-            mark = "*" if n.get("judged") else " "
-            out.append(f" {mark}{n['id']:<22}  {n['scope']:<8} {cos:>6} {bm:>16} {n['rrf']:>7.4f}  {n['caption'][:60]}")
-    j = t.get("judge")
-    if j:
-        if not j.get("configured"):
-            out.append("Judge: not configured")
-        elif j.get("error"):
-            out.append(f"Judge: {j['error']}")
-        else:
-            out.append(f"Judge: {j.get('model')} ({count(int(j.get('requests') or 0), 'request')})")
-            for name, a in (j.get("answers") or {}).items():
-                if a["type"] == "choice":
-                    probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a["probabilities"].items(),
-                                                                         key=lambda kv: -kv[1])[:5])
-                    out.append(f"  {name:<14} {a['choice']} (p={a['p']:.2f}) [{probs}]")
-                elif a["type"] == "score":
-                    probs = ", ".join(f"{k}={v:.2f}" for k, v in a["probabilities"].items())
-                    out.append(f"  {name:<14} score {a['score']:.2f} (normalized {a['normalized']:.2f}) [{probs}]")
-                else:
-                    out.append(f"  {name:<14} P(true)={a['p']:.2f}")
-    d = t.get("decision", {})
-    out.append(f"Decision: {d.get('action', outcome.action)} · rule {d.get('rule', '-')}")
-    for step in d.get("steps", []) or []:
-        out.append(f"  - {step}")
-    th = d.get("thresholds")
+    if t.neighbours is not None:
+        out.extend(_render_neighbours(t.neighbours))
+    if t.judge is not None:
+        out.extend(_render_judge(t.judge))
+    dec = t.decision or DecisionTrace()
+    out.append(f"Decision: {dec.action or '-'} · rule {dec.rule}")
+    out.extend(f"  - {step}" for step in dec.steps)
+    th = dec.details.thresholds if dec.details is not None else None
     if th:
         out.append("  thresholds: " + ", ".join(f"{k}={v}" for k, v in th.items()))
-    if d.get("reason"):
-        out.append(f"  reason: {d['reason']}")
-    u = t.get("urgency")
-    if u:
-        probs = ", ".join(f"{lvl}={u['probabilities'].get(str(i), 0):.2f}"
-                          for i, lvl in enumerate(("low", "mid", "high")))
-        conf = f" · confidence {u['confidence']:.2f}" if u.get("confidence") is not None else ""
-        out.append(f"Path urgency: {u['score']:.2f} -> {u['tier']} ({probs}{conf}); would show: {u['would_store']}")
-    r = t.get("rewrite")
-    if r:
-        why = f" ({r['fallback_reason']})" if r.get("fallback_reason") else ""
-        out.append(f"Rewrite ({r['mode']}{', deterministic fallback' + why if r['used_fallback'] else ''}):")
-        out.extend("  " + line for line in (r.get("diff") or "(no change)").splitlines())
-    if t.get("replanned"):
+    if dec.reason:
+        out.append(f"  reason: {dec.reason}")
+    u = t.urgency
+    if u is not None:
+        probs = ", ".join(f"{lvl}={u.probabilities.get(str(i), 0):.2f}" for i, lvl in enumerate(("low", "mid", "high")))
+        conf = f" · confidence {u.confidence:.2f}" if u.confidence is not None else ""
+        out.append(f"Path urgency: {u.score:.2f} -> {u.tier} ({probs}{conf}); would show: {u.would_store}")
+    r = t.rewrite
+    if r is not None:
+        why = f" ({r.fallback_reason})" if r.fallback_reason else ""
+        out.append(f"Rewrite ({r.mode}{', deterministic fallback' + why if r.used_fallback else ''}):")
+        out.extend("  " + line for line in (r.diff or "(no change)").splitlines())
+    if t.replanned:
         out.append("Note: the stores changed while judging; the decision was made again under the write lock.")
-    out.append("")
-    out.append(outcome.text)
+    if text is not None:
+        out += ["", text]
     return "\n".join(out)
 
+
+def _render_neighbours(ns: list[NeighbourTrace]) -> list[str]:
+    out = [f"Neighbours ({len(ns)}; {sum(1 for n in ns if n.judged)} shown to the judge):"]
+    if ns:
+        out.append(f"  {'id':<22}  {'scope':<8} {'cos':>6} {'bm25 rank/score':>16} {'rrf':>7}  caption")
+    for n in ns[:30]:
+        cos = f"{n.cos:.3f}" if n.cos is not None else "-"
+        bm = f"{n.bm25_rank}/{n.bm25:.3g}" if n.bm25_rank is not None and n.bm25 is not None else "-"
+        mark = "*" if n.judged else " "
+        out.append(f" {mark}{n.id:<22}  {n.scope:<8} {cos:>6} {bm:>16} {n.rrf:>7.4f}  {n.caption[:60]}")
+    return out
+
+
+def _render_judge(j: JudgeTrace) -> list[str]:
+    if not j.configured:
+        return ["Judge: not configured"]
+    if j.error:
+        return [f"Judge: {j.error}"]
+    out = [f"Judge: {j.model} ({count(int(j.requests or 0), 'request')})"]
+    for name, a in j.answers.items():
+        if a.type == "choice":
+            probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a.probabilities.items(), key=lambda kv: -kv[1])[:5])
+            out.append(f"  {name:<14} {a.choice} (p={a.p or 0.0:.2f}) [{probs}]")
+        elif a.type == "score":
+            probs = ", ".join(f"{k}={v:.2f}" for k, v in a.probabilities.items())
+            out.append(f"  {name:<14} score {a.score or 0.0:.2f} (normalized {a.normalized or 0.0:.2f}) [{probs}]")
+        else:
+            out.append(f"  {name:<14} P(true)={a.p or 0.0:.2f}")
+    return out

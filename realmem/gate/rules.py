@@ -28,13 +28,13 @@ Rules, in order:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import attrs
 
 from realmem.clients import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
 from realmem.config import Config
-from realmem.events.types import Key
+from realmem.events.trace import GateDetails, Pick
+from realmem.events.types import Action, Key
 from realmem.stores.project import store_kind
 
 NONE = "none"
@@ -52,10 +52,11 @@ class Target:
 
 @attrs.frozen
 class Decision:
-    action: str  # add | edit | merge | reinforce | widen | reject
+    action: Action  # add | edit | merge | reinforce | widen | reject
     target: Key | None
     rule: str
-    details: dict[str, Any]
+    details: GateDetails
+    steps: list[str]  # how the rules got there, for the trace
 
 
 def reaches(target_store: str, cand_store: str) -> bool:
@@ -68,13 +69,12 @@ def thresholds(cfg: Config) -> dict[str, float]:
     return {k: float(cfg[f"gate.{k}"]) for k in THRESHOLD_KEYS}
 
 
-def _pick(answers: Mapping[str, Answer], name: str, neighbours: Mapping[str, Target], threshold: float
-          ) -> tuple[str | None, float, bool]:
-    """(chosen id or None, its probability, confident?)."""
+def _pick(answers: Mapping[str, Answer], name: str, neighbours: Mapping[str, Target], threshold: float) -> Pick:
+    """The neighbour chosen (or none), its probability, and whether it clears ``threshold``."""
     a = answers.get(name)
     if not isinstance(a, ChoiceAnswer) or a.choice == NONE or a.choice not in neighbours:
-        return None, (a.p if isinstance(a, ChoiceAnswer) else 0.0), False
-    return a.choice, a.p, a.p >= threshold
+        return Pick(None, a.p if isinstance(a, ChoiceAnswer) else 0.0, False)
+    return Pick(a.choice, a.p, a.p >= threshold)
 
 
 def _noul(answers: Mapping[str, Answer], name: str, default: float) -> float:
@@ -98,90 +98,90 @@ def decide(answers: Mapping[str, Answer], *, neighbours: Mapping[str, Target], c
     """The decision for one judged candidate; ``overlap`` is ``paths.overlap`` (injected so
     this module stays free of filesystem code)."""
     t = dict(limits)
-    covered, p_cov, cov_ok = _pick(answers, "covered_by", neighbours, t["coveredBy"])
-    conflict, p_con, con_ok = _pick(answers, "conflict_with", neighbours, t["conflictWith"])
-    merge, p_mer, mer_ok = _pick(answers, "merge_with", neighbours, t["mergeWith"])
-    action = _action(answers)
-    importance = _importance(answers)
-    durable = _noul(answers, "durable", 1.0)
-    unsafe = _noul(answers, "unsafe", 0.0)
-    details: dict[str, Any] = {
-        "judge_action": action,
-        "covered_by": {"id": covered, "p": p_cov, "confident": cov_ok},
-        "conflict_with": {"id": conflict, "p": p_con, "confident": con_ok},
-        "merge_with": {"id": merge, "p": p_mer, "confident": mer_ok},
-        "importance": importance, "durable": durable, "unsafe": unsafe,
-        "user_requested": user_requested, "thresholds": t, "steps": [],
-    }
-    steps: list[str] = details["steps"]
+    details = GateDetails(
+        judge_action=_action(answers), covered_by=_pick(answers, "covered_by", neighbours, t["coveredBy"]),
+        conflict_with=_pick(answers, "conflict_with", neighbours, t["conflictWith"]),
+        merge_with=_pick(answers, "merge_with", neighbours, t["mergeWith"]),
+        importance=_importance(answers), durable=_noul(answers, "durable", 1.0), unsafe=_noul(answers, "unsafe", 0.0),
+        user_requested=user_requested, thresholds=t)
+    steps: list[str] = []
+    cov, con, mer, action, unsafe = (details.covered_by, details.conflict_with, details.merge_with,
+                                     details.judge_action, details.unsafe)
+
+    def decision(act: Action, target: Key | None, rule: str) -> Decision:
+        return Decision(act, target, rule, details, steps)
+
+    def gated_add(rule: str) -> Decision:
+        gate = _gate(details, steps)
+        return decision(Action.REJECT, None, gate) if gate is not None else decision(Action.ADD, None, rule)
 
     if unsafe >= t["unsafe"]:
         steps.append(f"P(unsafe)={unsafe:.2f} >= {t['unsafe']}")
-        return Decision("reject", None, "unsafe", details)
+        return decision(Action.REJECT, None, "unsafe")
 
     def disjoint(target: Target) -> bool:
         return bool(cand_abs_paths and target.abs_paths) and not overlap(cand_abs_paths, target.abs_paths)
 
-    if cov_ok and covered is not None:
-        target = neighbours[covered]
-        steps.append(f"covered_by {covered} p={p_cov:.2f} >= {t['coveredBy']}")
+    if cov.confident and cov.id is not None:
+        target = neighbours[cov.id]
+        steps.append(f"covered_by {cov.id} p={cov.p:.2f} >= {t['coveredBy']}")
         if not reaches(target.store, cand_store):
             steps.append(f"the covering memory is in {target.store}, which does not reach everyone a memory in "
                          f"{cand_store} would: Add")
-            return _gated_add(details, t, user_requested, "covered-elsewhere")
+            return gated_add("covered-elsewhere")
         if disjoint(target):
             if target.store != cand_store:
                 steps.append(f"target paths do not overlap the candidate's, and widening them would edit a "
                              f"memory in {target.store}: Add")
-                return _gated_add(details, t, user_requested, "scope-differs")
+                return gated_add("scope-differs")
             steps.append("target paths do not overlap the candidate's: widen them")
-            return Decision("widen", target.key, "covered-by-disjoint-paths", details)
+            return decision(Action.WIDEN, target.key, "covered-by-disjoint-paths")
         if target.store != cand_store:
             steps.append(f"the covering memory is in {target.store}, not the candidate's {cand_store}: reinforce it "
                          "(reinforcing does not edit it), no copy is added")
-            return Decision("reinforce", target.key, "covered-by-other-store", details)
-        return Decision("reinforce", target.key, "covered-by", details)
+            return decision(Action.REINFORCE, target.key, "covered-by-other-store")
+        return decision(Action.REINFORCE, target.key, "covered-by")
 
-    chosen: tuple[str, str, str] | None = None  # (action, id, rule)
-    if con_ok and conflict is not None:
-        steps.append(f"conflict_with {conflict} p={p_con:.2f} >= {t['conflictWith']}: Edit over Add")
-        chosen = ("edit", conflict, "conflict-with")
+    chosen: tuple[Action, str, str] | None = None  # (action, id, rule)
+    if con.confident and con.id is not None:
+        steps.append(f"conflict_with {con.id} p={con.p:.2f} >= {t['conflictWith']}: Edit over Add")
+        chosen = (Action.EDIT, con.id, "conflict-with")
     elif action == "merge":
-        if mer_ok and merge is not None:
-            steps.append(f"action Merge with merge_with {merge} p={p_mer:.2f} >= {t['mergeWith']}")
-            chosen = ("merge", merge, "merge-with")
+        if mer.confident and mer.id is not None:
+            steps.append(f"action Merge with merge_with {mer.id} p={mer.p:.2f} >= {t['mergeWith']}")
+            chosen = (Action.MERGE, mer.id, "merge-with")
         else:
-            steps.append(f"action Merge but merge_with not confident (p={p_mer:.2f} < {t['mergeWith']})")
-            return _gated_add(details, t, user_requested, "merge-without-target")
+            steps.append(f"action Merge but merge_with not confident (p={mer.p:.2f} < {t['mergeWith']})")
+            return gated_add("merge-without-target")
     elif action in ("edit", "reinforce"):
         steps.append(f"action {action.capitalize()} without a confident target pick")
-        return _gated_add(details, t, user_requested, f"{action}-without-target")
+        return gated_add(f"{action}-without-target")
 
     if chosen is None:
-        return _gated_add(details, t, user_requested, "add")
+        return gated_add("add")
 
     act, nid, rule = chosen
     target = neighbours[nid]
     if target.store != cand_store:
         steps.append(f"target store {target.store} != candidate store {cand_store}: Add instead")
-        return _gated_add(details, t, user_requested, "scope-differs")
+        return gated_add("scope-differs")
     if disjoint(target):
         steps.append("target paths do not overlap the candidate's: not the same subject, Add instead")
-        return _gated_add(details, t, user_requested, "disjoint-paths")
-    if act == "merge":
-        gate = _gate(details, t, user_requested)
+        return gated_add("disjoint-paths")
+    if act == Action.MERGE:
+        gate = _gate(details, steps)
         if gate is not None:
-            return Decision("reject", None, gate, details)
-    return Decision(act, target.key, rule, details)
+            return decision(Action.REJECT, None, gate)
+    return decision(act, target.key, rule)
 
 
-def _gate(details: dict[str, Any], t: Mapping[str, float], user_requested: bool) -> str | None:
+def _gate(details: GateDetails, steps: list[str]) -> str | None:
     """The rule that rejects an Add/Merge for importance or durability, or None."""
-    steps: list[str] = details["steps"]
-    if user_requested:
+    t = details.thresholds
+    if details.user_requested:
         steps.append("user_requested: importance and durability not checked")
         return None
-    importance, durable = details["importance"], details["durable"]
+    importance, durable = details.importance, details.durable
     if importance is not None and importance < t["importance"]:
         steps.append(f"importance {importance:.2f} < {t['importance']}")
         return "not-important"
@@ -191,21 +191,14 @@ def _gate(details: dict[str, Any], t: Mapping[str, float], user_requested: bool)
     return None
 
 
-def _gated_add(details: dict[str, Any], t: Mapping[str, float], user_requested: bool, rule: str) -> Decision:
-    gate = _gate(details, t, user_requested)
-    if gate is not None:
-        return Decision("reject", None, gate, details)
-    return Decision("add", None, rule, details)
-
-
 def reject_reason(decision: Decision) -> str:
     """A short explanation of a rejection for the model."""
     d = decision.details
-    t = d.get("thresholds", {})
+    t = d.thresholds
     if decision.rule == "unsafe":
-        return f"judged unsafe (P={d['unsafe']:.2f})"
+        return f"judged unsafe (P={d.unsafe:.2f})"
     if decision.rule == "not-important":
-        return f"judged not important enough ({d['importance']:.2f} < {t.get('importance')})"
+        return f"judged not important enough ({d.importance:.2f} < {t.get('importance')})"
     if decision.rule == "not-durable":
-        return f"judged not durable, it looks like task status (P={d['durable']:.2f} < {t.get('durable')})"
+        return f"judged not durable, it looks like task status (P={d.durable:.2f} < {t.get('durable')})"
     return decision.rule

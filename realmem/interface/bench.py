@@ -96,7 +96,7 @@ def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, 
         fp = "bench-fake-embeddings"
         for e in events:
             if isinstance(e, ev.MemoryAdded):
-                h = files.content_hash(e.fields.caption, e.fields.content)
+                h = ev.content_hash(e.fields.caption, e.fields.content)
                 index.cache_put(app.conn, h, fp, fake_embedding(e.fields.caption + "\n\n" + e.fields.content, DIMS))
         index.set_space(app.conn, fp, DIMS)
     rep = replay.replay(app)
@@ -403,7 +403,7 @@ def _bench_gate(home: Path, root: Path, rng: random.Random, iters: int) -> dict[
                 t = time.perf_counter()
                 out = remember(app, f"{words[0]} needs {words[1]} {i}", " ".join(words), dry_run=True)
                 total = time.perf_counter() - t
-                samples.append(total - sum(out.trace.get("timings", {}).values()))
+                samples.append(total - (sum(out.trace.timings.values()) if out.trace else 0.0))
             app.close()
         finally:
             os.environ.pop("REALMEM_SEMIF_URL", None)

@@ -353,11 +353,17 @@ def audit(c: Ctx, id_value: str, as_json: bool) -> None:
     if as_json:
         _out([_event_json(e) for e in envs])
         return
+    from realmem.events import trace as gate_trace
     from realmem.events import types as ev
+    from realmem.gate.remember import render_trace
     for env in envs:
         click.echo(_event_line(env))
         if isinstance(env.event, ev.Decided):
-            click.echo("        " + json.dumps(env.event.trace, ensure_ascii=False, default=str)[:2000])
+            t = gate_trace.load(env.event.trace)
+            if t is not None:  # the gate's trace, of any version
+                click.echo("\n".join("        " + line for line in render_trace(t).splitlines()))
+            else:  # consolidation records its own evidence
+                click.echo("        " + json.dumps(env.event.trace, ensure_ascii=False, default=str)[:2000])
 
 
 @cli.command()

@@ -24,6 +24,7 @@ from realmem.stores import ids, paths as paths_mod
 from realmem.write import gitignore, importer, memories, observe
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
+from realmem.events.trace import dump as dump_trace
 from realmem.jobs import consolidate as consolidate_mod
 from realmem.projections import index
 from realmem.gate.remember import remember as remember_mod, render_trace, retry as retry_queued
@@ -111,8 +112,9 @@ def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None,
     """The remember path with its full trace; writes nothing unless ``write``."""
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source="debug", dry_run=not write)
-    return {"text": render_trace(out),
-            "details": {"action": out.action, "text": out.text, "trace": out.trace, "written": write}}
+    assert out.trace is not None  # remember always traces; only a failed retry has none
+    return {"text": render_trace(out.trace, out.text),
+            "details": {"action": out.action, "text": out.text, "trace": dump_trace(out.trace), "written": write}}
 
 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),

@@ -292,7 +292,7 @@ class _Judge:
 
 
 def _decided(app: Realmem, m: Memory, action: str, rule: str, target: Key, trace: dict[str, Any]) -> ev.Decided:
-    return ev.Decided(m.id, app.project.key if app.project else None, f"consolidate-{action}", rule,
+    return ev.Decided(m.id, app.project.key if app.project else None, ev.Action(f"consolidate-{action}"), rule,
                       [target[0], target[1]], trace)
 
 

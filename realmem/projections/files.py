@@ -31,7 +31,6 @@ import attrs
 
 from realmem.stores import ids
 from realmem.errors import UsageError
-from realmem.events.types import content_hash  # re-exported: callers hash candidates through files
 from realmem.storage.fsutil import atomic_write_text, read_regular, remove_file
 
 if TYPE_CHECKING:

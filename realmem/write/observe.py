@@ -382,7 +382,7 @@ def _identify(app: Realmem, store: str, name: str, parsed: files.Parsed, old_id:
     otherwise it becomes a new memory and the user is told plainly.  A file renamed as well
     keeps the identity of the memory with the same fact whose file is gone."""
     if old_id is None:  # renamed as well?  The same fact whose own file is gone is that memory
-        h = files.content_hash(parsed.caption, parsed.content)
+        h = ev.content_hash(parsed.caption, parsed.content)
         for mem_id, file in app.conn.execute("SELECT id, file FROM memories WHERE store=? AND hash=?", (store, h)):
             if mem_id not in seen_ids and file not in present:
                 return mem_id, None

@@ -264,7 +264,7 @@ def queue_candidates(home: Path, cwd: Path, n: int) -> list[str]:
         outs = [remember(app, f"Queued fact number {i}", f"Candidate {i} waits for the judge to come back.")
                 for i in range(n)]
     assert all(o.queued for o in outs)
-    return [o.trace["candidate"]["id"] for o in outs]
+    return [o.trace.candidate.id for o in outs]
 
 
 def decisions(home: Path) -> Counter[str]:

@@ -43,7 +43,7 @@ def decide(ans, *, store="s", cand=("/r/packages/a",), user=False):  # type: ign
 def test_plain_add():
     d = decide(answers())
     assert (d.action, d.rule, d.target) == ("add", "add", None)
-    assert d.details["thresholds"] == LIMITS
+    assert d.details.thresholds == LIMITS
 
 
 def test_confident_covered_by_reinforces():
@@ -101,7 +101,7 @@ def test_covered_by_a_memory_in_a_wider_store_reinforces_it_instead_of_adding_a_
     # Reinforcing never edits the target, so the scope rule (about Edit) does not apply.
     d = covered("S", PERSONAL.store)
     assert (d.action, d.target, d.rule) == ("reinforce", SHARED.key, "covered-by-other-store")
-    assert any("reinforce it" in s and "shared:/r" in s for s in d.details["steps"])
+    assert any("reinforce it" in s and "shared:/r" in s for s in d.steps)
     d = covered("G", PERSONAL.store, cand=())
     assert (d.action, d.target, d.rule) == ("reinforce", GLOBAL.key, "covered-by-other-store")
 
@@ -151,7 +151,7 @@ def test_importance_and_durability_gate_add_and_merge():
 def test_user_requested_bypasses_the_gate():
     d = decide(answers(importance=score(0.0), durable=NoulAnswer(0.0)), user=True)
     assert (d.action, d.rule) == ("add", "add")
-    assert any("user_requested" in s for s in d.details["steps"])
+    assert any("user_requested" in s for s in d.steps)
 
 
 def test_unsafe_rejects_even_when_user_requested():

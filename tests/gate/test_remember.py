@@ -18,6 +18,8 @@ from realmem.app import Realmem
 from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.fakes import FakeChat
+from realmem.events.trace import TRACE_VERSION
+from realmem.events.trace import dump as trace_json
 from realmem.gate.judge import urgency_key
 from realmem.storage.lock import LeaseLock
 from realmem.gate.remember import remember, render_trace, retry
@@ -75,7 +77,7 @@ def test_add_then_exact_duplicate_reinforces(app: Realmem):
     assert again.text == f"Already known: [{sid(first.memory)}] {JEST[0]} (reinforced)."
     assert app.counters((first.memory.store, first.memory.id))[0] == 1
     assert len(md_files(app)) == 1
-    assert again.trace["decision"]["rule"] == "exact-duplicate"
+    assert again.trace.decision.rule == "exact-duplicate"
 
 
 def test_exact_duplicate_with_new_path_widens(app: Realmem):
@@ -100,7 +102,7 @@ def test_confident_covered_by_reinforces(app: Realmem, servers):
     s1.script({**confident(covered_by=sid(base)), "action": {"choice": "reinforce", "p": 0.9}})
     out = remember(app, "Jest runs the unit tests", "The unit tests run on jest via `pnpm test`.")
     assert out.action == "reinforce" and out.memory.id == base.id
-    assert out.trace["decision"]["rule"] == "covered-by"
+    assert out.trace.decision.rule == "covered-by"
     assert len(md_files(app)) == 1
 
 
@@ -113,9 +115,9 @@ def test_confident_conflict_edits_in_place_with_rewrite(app: Realmem, servers):
     assert out.action == "edit"
     assert out.memory.id == base.id  # keeps its UUID
     assert out.memory.content == "Run `pnpm test`; it runs vitest."
-    assert out.trace["decision"]["rule"] == "conflict-with"
-    assert out.trace["rewrite"]["used_fallback"] is False
-    assert "-Unit tests use jest" in out.trace["rewrite"]["diff"]
+    assert out.trace.decision.rule == "conflict-with"
+    assert out.trace.rewrite.used_fallback is False
+    assert "-Unit tests use jest" in out.trace.rewrite.diff
     assert len(md_files(app)) == 1
     edited = of_type(app, ev.MemoryEdited)
     assert edited[-1].reason == "edit" and edited[-1].decision is not None
@@ -129,7 +131,7 @@ def test_jest_vs_vitest_in_other_packages_is_an_add(app: Realmem, servers):
     out = remember(app, "Unit tests in packages/b use vitest", "Run `pnpm test` there; it uses vitest.",
                    paths=["packages/b"])
     assert out.action == "add"
-    assert out.trace["decision"]["rule"] == "disjoint-paths"
+    assert out.trace.decision.rule == "disjoint-paths"
     assert out.memory.id != base.id
     assert app.memory((base.store, base.id)).content == "Run `pnpm test` there; it uses jest."
     assert len(md_files(app)) == 2
@@ -141,7 +143,7 @@ def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
     s1.script({"merge_with": {"choice": sid(base), "p": 0.5}, "action": {"choice": "merge", "p": 0.9}})
     weak = remember(app, "Migration naming", "Name migrations YYYYMMDD_name.sql.", paths=["db/migrations"],
                     dry_run=True)
-    assert weak.action == "add" and weak.trace["decision"]["rule"] == "merge-without-target"
+    assert weak.action == "add" and weak.trace.decision.rule == "merge-without-target"
     s1.script({"merge_with": {"choice": sid(base), "p": 0.9}})
     chat.down()  # deterministic fallback: old caption, old content + new lines
     out = remember(app, "Migration naming", "Name migrations YYYYMMDD_name.sql.", paths=["db/migrations"])
@@ -149,7 +151,7 @@ def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
     assert out.memory.caption == "Database migrations"
     assert out.memory.content == "Migrations live in db/migrations.\n\nName migrations YYYYMMDD_name.sql."
     assert out.memory.paths == ["db", "db/migrations"]
-    assert out.trace["rewrite"]["used_fallback"] is True
+    assert out.trace.rewrite.used_fallback is True
 
 
 def test_target_in_another_store_means_add(app: Realmem, servers):
@@ -159,7 +161,7 @@ def test_target_in_another_store_means_add(app: Realmem, servers):
     s1.script({**confident(conflict_with=sid(personal)), "action": {"choice": "edit", "p": 0.9}})
     out = remember(app, *VITEST, scope="shared")
     assert out.action == "add" and out.memory.store == app.project.shared_store
-    assert out.trace["decision"]["rule"] == "scope-differs"
+    assert out.trace.decision.rule == "scope-differs"
 
 
 def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem, servers):
@@ -168,8 +170,8 @@ def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem,
     s1.script({**confident(covered_by=sid(shared)), "action": {"choice": "reinforce", "p": 0.9}})
     out = remember(app, "Jest runs the unit tests", "The unit tests run on jest via `pnpm test`.", scope="personal")
     assert out.action == "reinforce" and out.memory.id == shared.id
-    assert out.trace["decision"]["rule"] == "covered-by-other-store"
-    assert any("reinforce it" in step for step in out.trace["decision"]["steps"])
+    assert out.trace.decision.rule == "covered-by-other-store"
+    assert any("reinforce it" in step for step in out.trace.decision.steps)
     assert out.text == f"Already known: [{sid(shared)}] {JEST[0]} (shared; reinforced, no personal copy added)."
     assert app.counters((shared.store, shared.id))[0] == 1
     assert app.memories([app.project.personal_store]) == []
@@ -185,7 +187,7 @@ def test_shared_candidate_covered_by_a_personal_note_is_added_for_the_team(app: 
     s1.script({**confident(covered_by=sid(personal)), "action": {"choice": "reinforce", "p": 0.9}})
     out = remember(app, "Jest runs the unit tests", "The unit tests run on jest via `pnpm test`.", scope="shared")
     assert out.action == "add" and out.memory.store == app.project.shared_store
-    assert out.trace["decision"]["rule"] == "covered-elsewhere"
+    assert out.trace.decision.rule == "covered-elsewhere"
     assert app.counters((personal.store, personal.id))[0] == 0
 
 
@@ -196,7 +198,7 @@ def test_explicit_scope_wins_over_the_judge(app: Realmem, servers):
     assert judged.memory.store == "global"
     explicit = remember(app, "Build with make", "Run `make build` before `make test`.", scope="personal")
     assert explicit.memory.store == app.project.personal_store
-    assert explicit.trace["candidate"]["scope_source"] == "explicit"
+    assert explicit.trace.candidate.scope_source == "explicit"
 
 
 def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, servers):
@@ -204,12 +206,12 @@ def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, 
     s1.script({"importance": {"score": 0.0}})
     out = remember(app, "Trivia", "The README has a typo on line 3.")
     assert out.action == "reject" and out.memory is None
-    assert out.trace["decision"]["rule"] == "not-important"
+    assert out.trace.decision.rule == "not-important"
     assert out.text.startswith("Not stored: judged not important")
     s1.reset()
     s1.script({"durable": 0.1})
     out = remember(app, "Working on the login bug", "Currently fixing the login bug in `auth.ts`.")
-    assert out.action == "reject" and out.trace["decision"]["rule"] == "not-durable"
+    assert out.action == "reject" and out.trace.decision.rule == "not-durable"
     forced = remember(app, "Working on the login bug", "Currently fixing the login bug in `auth.ts`.",
                       user_requested=True)
     assert forced.action == "add"
@@ -220,7 +222,7 @@ def test_unsafe_rejects(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"unsafe": 0.9})
     out = remember(app, "Deploy hint", "Deploy with `make deploy`.", user_requested=True)
-    assert out.action == "reject" and out.trace["decision"]["rule"] == "unsafe"
+    assert out.action == "reject" and out.trace.decision.rule == "unsafe"
     assert md_files(app) == []
 
 
@@ -231,7 +233,7 @@ def test_secret_is_refused_without_echo(app: Realmem, servers):
     assert out.action == "refuse" and out.memory is None
     assert out.text.startswith("Refused: contains a secret (")
     assert GITHUB_TOKEN not in out.text
-    blob = json.dumps(out.trace) + "".join(str(e) for e in events(app))
+    blob = json.dumps(trace_json(out.trace)) + "".join(str(e) for e in events(app))
     assert GITHUB_TOKEN not in blob
     assert of_type(app, ev.Decided)[-1].action == "refuse"
     assert len(s1.requests) == before  # nothing was sent to the judge
@@ -248,7 +250,7 @@ def test_dry_run_writes_nothing(app: Realmem, servers):
         assert out.action == "add" and "Would store" in out.text
     s1.script({**confident(conflict_with=sid(base))})
     edit = remember(app, *VITEST, dry_run=True)
-    assert edit.action == "edit" and "rewrite" in edit.trace
+    assert edit.action == "edit" and edit.trace.rewrite is not None
     assert remember(app, f"tok {GITHUB_TOKEN}", "x", dry_run=True).action == "refuse"
     assert remember(app, *JEST, dry_run=True).action == "reinforce"
     assert evlog.last_seq(app.conn) == seq
@@ -260,12 +262,13 @@ def test_decided_event_holds_raw_answers_and_thresholds(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"importance": {"probabilities": [0, 0, 0.2, 0.5, 0.3]}})
     out = remember(app, "Release process", "Tag with `git tag vX.Y.Z` then run `pnpm release`.")
-    decided = [e for e in of_type(app, ev.Decided) if e.candidate_id == out.trace["candidate"]["id"]]
+    decided = [e for e in of_type(app, ev.Decided) if e.candidate_id == out.trace.candidate.id]
     assert len(decided) == 1
     t = decided[0].trace
     assert t["judge"]["raw"]["importance"]["probabilities"] == {"0": 0, "1": 0, "2": 0.2, "3": 0.5, "4": 0.3}
     assert t["judge"]["raw"]["durable"]["type"] == "noul"
-    assert t["decision"]["thresholds"]["importance"] == 0.35
+    assert t["version"] == TRACE_VERSION
+    assert t["decision"]["details"]["thresholds"]["importance"] == 0.35
     assert t["decision"]["rule"] == "add"
     assert "Caption: Release process" in t["judge"]["state"]
     added = of_type(app, ev.MemoryAdded)[-1]
@@ -297,7 +300,7 @@ def test_neighbour_choices_are_sharded(app: Realmem, servers, monkeypatch: pytes
     out = remember(app, "Service mail port", "The mail service listens on port 9999.", dry_run=True)
     names = {n for r in s1.requests[-2:] for n in (r.body or {}).get("questions", {})}
     assert {"conflict_with", "conflict_with__1"} <= names
-    assert out.trace["judge"]["answers"]["conflict_with"]["choice"] == sid(target)
+    assert out.trace.judge.answers["conflict_with"].choice == sid(target)
 
 
 # --- degraded endpoints ----------------------------------------------------------------------------
@@ -307,11 +310,11 @@ def test_embedder_down_uses_bm25_neighbours_only(app: Realmem, servers):
     base = remember(app, *JEST).memory
     emb.down()
     out = remember(app, *VITEST, dry_run=True)
-    assert out.trace["embedding"]["status"] == "down"
-    assert out.trace["neighbour_sources"]["knn"] == 0
-    assert [n["id"] for n in out.trace["neighbours"]] == [sid(base)]
-    assert out.trace["neighbours"][0]["cos"] is None and out.trace["neighbours"][0]["bm25_rank"] == 1
-    assert "Embedding: down" in render_trace(out)
+    assert out.trace.embedding.status == "down"
+    assert out.trace.neighbour_sources.knn == 0
+    assert [n.id for n in out.trace.neighbours] == [sid(base)]
+    assert out.trace.neighbours[0].cos is None and out.trace.neighbours[0].bm25_rank == 1
+    assert "Embedding: down" in render_trace(out.trace, out.text)
     written = remember(app, *VITEST)
     assert written.action in ("add", "edit")
 
@@ -327,7 +330,7 @@ def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeyp
     assert c.candidate["caption"] == JEST[0] and c.candidate["user_requested"] is False
     assert c.candidate["project_key"] == app.project.key and c.reason and c.next_try
     added = remember(app, *VITEST, user_requested=True)
-    assert added.action == "add" and added.trace["decision"]["rule"] == "user-requested-no-judge"
+    assert added.action == "add" and added.trace.decision.rule == "user-requested-no-judge"
 
 
 def test_judge_down_queues_then_retry_by_hand(app: Realmem, servers):
@@ -392,7 +395,7 @@ def test_rewrite_falls_back_when_the_chat_server_is_down(app: Realmem, servers):
     out = remember(app, *VITEST)
     assert out.action == "edit" and out.memory.id == base.id
     assert (out.memory.caption, out.memory.content) == VITEST
-    assert out.trace["rewrite"]["used_fallback"] is True
+    assert out.trace.rewrite.used_fallback is True
 
 
 def test_rewrite_falls_back_when_the_model_returns_a_secret(app: Realmem, servers):
@@ -401,7 +404,7 @@ def test_rewrite_falls_back_when_the_model_returns_a_secret(app: Realmem, server
     chat.script(json.dumps({"caption": "Unit tests use vitest", "content": f"Token {GITHUB_TOKEN}; run vitest."}))
     out = remember(app, *VITEST)
     assert out.memory.content == VITEST[1]
-    assert out.trace["rewrite"]["used_fallback"] is True
+    assert out.trace.rewrite.used_fallback is True
     assert GITHUB_TOKEN not in (app.store_dir(out.memory.store) / out.memory.file).read_text()
 
 
@@ -410,7 +413,7 @@ def test_rewrite_falls_back_on_invalid_output(app: Realmem, servers):
     _conflict_setup(app, s1)
     chat.script("I would rather not.")
     out = remember(app, *VITEST)
-    assert out.trace["rewrite"]["used_fallback"] is True and out.memory.content == VITEST[1]
+    assert out.trace.rewrite.used_fallback is True and out.memory.content == VITEST[1]
 
 
 def test_rewriter_uses_the_live_pi_bridge(app: Realmem, servers, monkeypatch: pytest.MonkeyPatch):
@@ -426,7 +429,7 @@ def test_rewriter_uses_the_live_pi_bridge(app: Realmem, servers, monkeypatch: py
         _conflict_setup(app, s1)
         bridge.script(json.dumps({"caption": "Unit tests use vitest", "content": "vitest via `pnpm test`."}))
         out = remember(app, *VITEST)
-        assert out.trace["rewrite"]["used_fallback"] is False
+        assert out.trace.rewrite.used_fallback is False
         assert out.memory.content == "vitest via `pnpm test`."
         assert bridge.requests[-1].headers["authorization"] == "Bearer bridge-token"
     finally:
@@ -447,8 +450,8 @@ def test_path_urgency_is_recorded_at_remember_time(app: Realmem, servers):
     assert u.valid_for == urgency_key(out.memory)
     assert u.score == pytest.approx(1.8) and u.source == "remember"
     assert u.probabilities == {"0": 0.0, "1": 0.2, "2": 0.8}
-    assert out.trace["urgency"]["tier"] == "high"
-    assert "Path urgency: 1.80 -> high" in render_trace(out)
+    assert out.trace.urgency.tier == "high"
+    assert "Path urgency: 1.80 -> high" in render_trace(out.trace, out.text)
     # no specific paths: no urgency question at all
     remember(app, "Lint", "Run `pnpm lint`.")
     assert "path_urgency" not in s1.requests[-1].body["questions"]
@@ -489,7 +492,7 @@ def test_render_trace_shows_every_section(app: Realmem, servers):
     s1.script({**confident(conflict_with=sid(base))})
     chat.down()
     out = remember(app, *VITEST, paths=["packages/a"], dry_run=True)
-    text = render_trace(out)
+    text = render_trace(out.trace, out.text)
     for needle in ("Embedding: ok", "Neighbours (", sid(base), "Judge: fake-semif", "conflict_with",
                    "Decision: edit · rule conflict-with", "thresholds:", "Path urgency:", "Rewrite (edit",
                    "+Unit tests use vitest"):

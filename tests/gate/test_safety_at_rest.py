@@ -103,7 +103,7 @@ def test_redacted_candidates_store_only_the_redacted_text(home: Path, repo: Path
         for caption, content, parts in make(2):
             out = remember(redacting, caption, content)
             assert out.action != "refuse", (caption, out.text)
-            assert "[REDACTED:" in out.trace["candidate"]["content"]
+            assert "[REDACTED:" in out.trace.candidate.content
             assert holders(parts, home, repo) == [], caption
         assert "[REDACTED:" in (home / "realmem.sqlite").read_bytes().decode("latin-1") + (
             (home / "realmem.sqlite-wal").read_bytes().decode("latin-1")
