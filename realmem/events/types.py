@@ -348,6 +348,7 @@ def _converter() -> "cattrs.Converter":
     # An action this release does not know (a log written by a newer one) loads as its plain
     # string rather than failing the whole read.
     conv.register_structure_hook(Action, lambda v, _: Action(v) if v in Action._value2member_map_ else v)
+    conv.register_unstructure_hook(Action, lambda a: getattr(a, "value", a))  # a plain str in the payload, as before
     return conv
 
 
