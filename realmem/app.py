@@ -342,7 +342,7 @@ class Realmem:
                                 "try again")
             self._catch_up_tables()
             state = tables.load(self.conn, keys, small)
-            before = State(memories={k: _copy(m) for k, m in state.memories.items()})
+            before = State(memories={k: attrs.evolve(m) for k, m in state.memories.items()})  # Fields are frozen
             envs = []
             for e in events:
                 _check_version(state, e, expect)
@@ -429,8 +429,3 @@ def _check_version(state: State, e: ev.Event, expect: dict[Key, int]) -> None:
     if wanted is not None and current.last_seq != wanted:
         raise ChangedMeanwhile(f"memory {ids.short(e.id)} changed meanwhile; nothing was written, "
                                "look at it again and retry")
-
-
-def _copy(m: Memory) -> Memory:
-    return Memory(m.store, m.id, m.caption, m.content, list(m.paths), m.created, m.updated, m.file, m.text,
-                  m.hash, m.source, m.quarantined, m.last_seq)

@@ -151,8 +151,9 @@ class _Plan:
 
     def view(self, key: Key) -> Memory:
         """The memory as the plan has it so far (what a rewrite starts from)."""
-        return attrs.evolve(self.snapshot[key], caption=self.caption(key), content=self.content(key),
-                            paths=self.paths(key))
+        m = self.snapshot[key]
+        return attrs.evolve(m, fields=attrs.evolve(m.fields, caption=self.caption(key), content=self.content(key),
+                                                   paths=self.paths(key)))
 
     def group(self, key: Key) -> _Group:
         g = self.groups.get(key)

@@ -16,21 +16,31 @@ from realmem.events import types as ev
 from realmem.events.types import Envelope, Key, content_hash
 
 
+def _field(name: str) -> property:
+    return property(lambda self: getattr(self.fields, name), doc=f"``fields.{name}``")
+
+
 @attrs.define
 class Memory:
+    """A memory as the projections hold it: the fields it was written with (``ev.Fields``, the
+    same record the events carry, so nothing is copied field by field) plus what the log adds."""
+
     store: str
     id: str
-    caption: str
-    content: str
-    paths: list[str]
-    created: str
-    updated: str
-    file: str
-    text: str
+    fields: ev.Fields
     hash: str
     source: str
     quarantined: str | None
     last_seq: int
+
+    # The written fields read as the memory's own: ``m.caption`` at the many call sites.
+    caption = _field("caption")
+    content = _field("content")
+    paths = _field("paths")
+    created = _field("created")
+    updated = _field("updated")
+    file = _field("file")
+    text = _field("text")
 
 
 @attrs.define
@@ -101,11 +111,7 @@ class State:
 
 
 def _memory(store: str, mem_id: str, f: ev.Fields, source: str, seq: int, quarantined: str | None = None) -> Memory:
-    return Memory(
-        store=store, id=mem_id, caption=f.caption, content=f.content, paths=list(f.paths),
-        created=f.created, updated=f.updated, file=f.file, text=f.text,
-        hash=content_hash(f.caption, f.content), source=source, quarantined=quarantined, last_seq=seq,
-    )
+    return Memory(store, mem_id, f, content_hash(f.caption, f.content), source, quarantined, seq)
 
 
 def _drop(state: State, key: Key) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import apsw
 
-from realmem.events.types import Key
+from realmem.events.types import Fields, Key
 from realmem.projections import index
 from realmem.projections.state import (
     Counter, Imported, Memory, Pending, Problem, State, Store, Urgency,
@@ -21,7 +21,7 @@ MEMORY_COLS = "store, id, caption, content, paths, created, updated, file, text,
 
 
 def memory_from_row(row: tuple) -> Memory:
-    return Memory(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5], row[6], row[7], row[8],
+    return Memory(row[0], row[1], Fields(row[2], row[3], json.loads(row[4]), row[5], row[6], row[7], row[8]),
                   row[9], row[10], row[11], row[12])
 
 

@@ -20,6 +20,8 @@ import stat
 import time
 from pathlib import Path
 
+import attrs
+
 from realmem.app import Realmem, WriteBusy
 from realmem.events import types as ev
 from realmem.events.log import now_iso
@@ -411,7 +413,7 @@ def migrate_path_store(app: Realmem, project: Project) -> None:
         assert mem is not None
         name = mem.file if mem.file not in taken else files.file_name(mem.caption, mem_id, taken)
         taken.add(name)
-        fields = ev.Fields(mem.caption, mem.content, mem.paths, mem.created, mem.updated, name, mem.text)
+        fields = attrs.evolve(mem.fields, file=name)
         events.append(ev.MemoryMoved(old_store, mem_id, new_store, fields, "project-key"))
     app.emit(events)
     logger.info("personal memories re-keyed", old=old_store, new=new_store, count=len(events))

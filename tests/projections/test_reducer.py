@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import attrs
+
 from realmem.events import types as ev
 from realmem.events.types import Envelope, Fields, Key, content_hash
 from realmem.projections.state import (REDUCERS, Counter, Imported, Memory, Pending, Problem, State, Store,
@@ -25,8 +27,7 @@ def env(event: ev.Event, seq: int = 7) -> Envelope:
 def memory(f: Fields | None = None, *, store: str = S, source: str = "remember", quarantined: str | None = None,
            seq: int = 1) -> Memory:
     f = f or fields()
-    return Memory(store, ID, f.caption, f.content, list(f.paths), f.created, f.updated, f.file, f.text,
-                  content_hash(f.caption, f.content), source, quarantined, seq)
+    return Memory(store, ID, f, content_hash(f.caption, f.content), source, quarantined, seq)
 
 
 def with_memory(**counters: int) -> State:
@@ -50,6 +51,14 @@ def test_added() -> None:
     st = folded(State(), ev.MemoryAdded(S, ID, fields(), "remember"))
     assert st.memories == {K: memory(source="remember", seq=7)}
     assert st.counters == {K: Counter()}
+
+
+def test_a_memory_holds_the_fields_its_event_carried() -> None:
+    f = fields(caption="Lint with ruff", content="ruff check .", paths=["src"])
+    m = folded(State(), ev.MemoryAdded(S, ID, f, "remember")).memories[K]
+    assert m.fields == f
+    assert (m.caption, m.content, m.paths, m.created, m.updated, m.file, m.text) == attrs.astuple(f)
+    assert m.hash == content_hash("Lint with ruff", "ruff check .")
 
 
 def test_added_clears_a_problem_with_its_file() -> None:
