@@ -30,6 +30,7 @@ from realmem.stores import ids
 from realmem.write import observe
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir, override
+from realmem.events.types import Action
 from realmem.stores.project import SCOPES
 from realmem.words import count
 
@@ -157,7 +158,7 @@ def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tupl
     out = commands.remember(c.app(), caption=caption, content=content, scope=scope, paths=paths,
                             user_requested=user_requested, source=source)
     _print(out, as_json)
-    if out["details"]["action"] in ("refuse", "reject"):
+    if out["details"]["action"] in (Action.REFUSE, Action.REJECT):
         sys.exit(errors.REFUSED)
     if warned := commands.check_paths(c.app(), paths)["text"]:  # the add screen's paths check, on stderr
         click.echo(warned, err=True)

@@ -17,6 +17,9 @@ from realmem.stores.project import SCOPES
 from realmem.read.prompt import file_hash, imported
 from realmem.words import count
 
+# The gate's actions after which the fact is in a store.
+KEPT_ACTIONS = (ev.Action.ADD, ev.Action.EDIT, ev.Action.MERGE, ev.Action.REINFORCE, ev.Action.WIDEN)
+
 CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
 STORED = (ev.MemoryAdded, ev.MemoryEdited, ev.Reinforced)
 
@@ -165,7 +168,7 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
                     report["outcomes"].append(f"Skipped a fact from {p.name}: {exc}")
                 else:
                     report["outcomes"].append(out.text)
-                    stored += out.action in ("add", "edit", "merge", "reinforce", "widen")
+                    stored += out.action in KEPT_ACTIONS
                 if progress:
                     progress(i, len(facts), p.name)
             if stored:
