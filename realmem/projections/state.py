@@ -16,10 +16,6 @@ from realmem.events import types as ev
 from realmem.events.types import Envelope, Key, content_hash
 
 
-def _field(name: str) -> property:
-    return property(lambda self: getattr(self.fields, name), doc=f"``fields.{name}``")
-
-
 @attrs.define
 class Memory:
     """A memory as the projections hold it: the fields it was written with (``ev.Fields``, the
@@ -33,14 +29,34 @@ class Memory:
     quarantined: str | None
     last_seq: int
 
-    # The written fields read as the memory's own: ``m.caption`` at the many call sites.
-    caption = _field("caption")
-    content = _field("content")
-    paths = _field("paths")
-    created = _field("created")
-    updated = _field("updated")
-    file = _field("file")
-    text = _field("text")
+    # The written fields read as the memory's own (``m.caption``) at the many call sites.
+    @property
+    def caption(self) -> str:
+        return self.fields.caption
+
+    @property
+    def content(self) -> str:
+        return self.fields.content
+
+    @property
+    def paths(self) -> list[str]:
+        return self.fields.paths
+
+    @property
+    def created(self) -> str:
+        return self.fields.created
+
+    @property
+    def updated(self) -> str:
+        return self.fields.updated
+
+    @property
+    def file(self) -> str:
+        return self.fields.file
+
+    @property
+    def text(self) -> str:
+        return self.fields.text
 
 
 @attrs.define
