@@ -14,15 +14,15 @@ from typing import Any
 import attrs
 import pytest
 
-from realmem import ids
 from realmem.app import Realmem
-from realmem.events import store as evlog
+from realmem.events import log as evlog
 from realmem.events import trace as tr
 from realmem.events import types as ev
 from realmem.events.types import Action
-from realmem.remember import remember, render_trace
+from realmem.gate.remember import remember, render_trace
+from realmem.stores import ids
 
-FIXTURE = Path(__file__).parent / "fixtures" / "decided_v0.json"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "decided_v0.json"
 JEST = ("Unit tests use jest", "Run `pnpm test` to run the jest unit tests.")
 VITEST = ("Unit tests use vitest", "Run `pnpm test` to run the vitest unit tests.")
 
@@ -39,7 +39,7 @@ def decided(app: Realmem) -> list[ev.Decided]:
 
 def cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("realmem")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "realmem.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "realmem.interface.cli"]
     return subprocess.run([*cmd, "--home", str(home), "--cwd", str(cwd), *args], capture_output=True, text=True,
                           env=dict(os.environ), timeout=120)
 
