@@ -5,9 +5,6 @@ still loads and renders as it did; actions serialise exactly as the bare strings
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from realmem.events import types as ev
 from realmem.events.types import Action
 from realmem.gate.remember import remember, render_trace
 from realmem.stores import ids
+from helpers.cli import ok
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "decided_v0.json"
 JEST = ("Unit tests use jest", "Run `pnpm test` to run the jest unit tests.")
@@ -35,13 +33,6 @@ def old_record() -> dict[str, Any]:
 
 def decided(app: Realmem) -> list[ev.Decided]:
     return [e.event for e in evlog.read(app.conn, 0) if isinstance(e.event, ev.Decided)]
-
-
-def cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).with_name("realmem")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "realmem.interface.cli"]
-    return subprocess.run([*cmd, "--home", str(home), "--cwd", str(cwd), *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=120)
 
 
 def test_gate_trace_round_trips_through_decided_and_renders(home: Path, repo: Path, servers):
@@ -93,8 +84,7 @@ def test_audit_renders_an_old_trace(home: Path, repo: Path):
     target = rec["payload"]["target"]
     with Realmem.open(home, repo) as app:
         app.emit([ev.from_payload(rec["type"], rec["payload"])])
-    p = cli(home, repo, "audit", target[1])
-    assert p.returncode == 0, p.stderr
+    p = ok(home, repo, "audit", target[1])
     assert "\n".join("        " + line for line in rec["rendered"].splitlines()) in p.stdout
     assert '"candidate"' not in p.stdout  # rendered, not dumped as JSON
 
