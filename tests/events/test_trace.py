@@ -18,6 +18,7 @@ from realmem.events import types as ev
 from realmem.events.types import Action
 from realmem.gate.remember import remember, render_trace
 from realmem.stores import ids
+from realmem.write.observe import open_attached
 from helpers.cli import ok
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "decided_v0.json"
@@ -37,7 +38,7 @@ def decided(app: Realmem) -> list[ev.Decided]:
 
 def test_gate_trace_round_trips_through_decided_and_renders(home: Path, repo: Path, servers):
     s1, _, chat = servers
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         base = remember(app, *JEST, paths=["packages/a"]).memory
         assert base is not None
         s1.script({"conflict_with": {"choice": ids.short(base.id), "p": 0.9}})
@@ -67,7 +68,7 @@ def test_gate_trace_round_trips_through_decided_and_renders(home: Path, repo: Pa
 def test_an_old_untyped_trace_loads_and_renders_as_before(home: Path, repo: Path):
     rec = old_record()
     assert "version" not in rec["payload"]["trace"]
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         app.emit([ev.from_payload(rec["type"], rec["payload"])])  # a log holding the old shape
         stored = decided(app)[-1]
     t = tr.load(stored.trace)
@@ -82,7 +83,7 @@ def test_an_old_untyped_trace_loads_and_renders_as_before(home: Path, repo: Path
 def test_audit_renders_an_old_trace(home: Path, repo: Path):
     rec = old_record()
     target = rec["payload"]["target"]
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         app.emit([ev.from_payload(rec["type"], rec["payload"])])
     p = ok(home, repo, "audit", target[1])
     assert "\n".join("        " + line for line in rec["rendered"].splitlines()) in p.stdout
