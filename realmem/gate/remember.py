@@ -43,7 +43,7 @@ from realmem.events.types import Action, Key, content_hash
 from realmem.frontend import settings_hint
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import store_kind
-from realmem.projections import index
+from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
@@ -461,11 +461,10 @@ def _rewrite(app: Realmem, plan: Plan, cand: Candidate, trace: GateTrace) -> Non
 
 def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
     stores = app.visible_stores()
-    from realmem.projections.tables import MEMORY_COLS, memory_from_row
     rows = app.conn.execute(
-        f"SELECT {MEMORY_COLS} FROM memories WHERE hash=? AND quarantined IS NULL AND store IN "
+        f"SELECT {tables.MEMORY_COLS} FROM memories WHERE hash=? AND quarantined IS NULL AND store IN "
         f"({','.join('?' * len(stores))})", (h, *stores)).fetchall()
-    found = [memory_from_row(r) for r in rows]
+    found = [tables.memory_from_row(r) for r in rows]
     found.sort(key=lambda m: (stores.index(m.store), m.id))
     return found[0] if found else None
 
@@ -498,8 +497,9 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace) -> list
     hits = search.fuse([bm], [kn] if kn else [], k=int(cfg["gate.rrfK"]), limit=limit)
     out: list[Memory] = []
     rows = []
+    found = tables.memories_by_key(app.conn, [hit.key for hit in hits])
     for hit in hits:
-        m = app.memory(hit.key)
+        m = found.get(hit.key)
         if m is None or m.quarantined:
             continue
         out.append(m)

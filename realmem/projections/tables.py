@@ -7,7 +7,7 @@ re-indexes exactly the memories that changed.  Replay uses ``save`` with the who
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 import apsw
 
@@ -23,6 +23,38 @@ MEMORY_COLS = "store, id, caption, content, paths, created, updated, file, text,
 def memory_from_row(row: tuple) -> Memory:
     return Memory(row[0], row[1], Fields(row[2], row[3], json.loads(row[4]), row[5], row[6], row[7], row[8]),
                   row[9], row[10], row[11], row[12])
+
+
+# The paths value of a store-wide memory (no specific path): json.dumps of ["."] or ["~"].
+STORE_WIDE_PATHS = ('["."]', '["~"]')
+
+
+def iter_memories(conn: apsw.Connection, stores: Sequence[str], *, path_scoped: bool = False,
+                  include_quarantined: bool = False) -> Iterator[Memory]:
+    """The memories of ``stores``, one row at a time (a large store's rows are never all held
+    in memory at once); ``path_scoped``: leave out those whose only path is the store root."""
+    q = f"SELECT {MEMORY_COLS} FROM memories WHERE store IN ({','.join('?' * len(stores))})"
+    if not include_quarantined:
+        q += " AND quarantined IS NULL"
+    if path_scoped:
+        q += f" AND paths NOT IN ({','.join('?' * len(STORE_WIDE_PATHS))})"
+    for row in conn.execute(q, [*stores, *(STORE_WIDE_PATHS if path_scoped else ())]):
+        yield memory_from_row(row)
+
+
+def memories_by_key(conn: apsw.Connection, keys: Iterable[Key]) -> dict[Key, Memory]:
+    """The rows of many memories, a query per 500 ids instead of one per memory (the gate
+    reads up to gate.neighbors of them per candidate); keys that do not exist are absent."""
+    wanted = set(keys)
+    ids_ = sorted({k[1] for k in wanted})
+    out: dict[Key, Memory] = {}
+    for start in range(0, len(ids_), 500):
+        chunk = ids_[start:start + 500]
+        for row in conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                                chunk):
+            if (row[0], row[1]) in wanted:
+                out[Key(row[0], row[1])] = memory_from_row(row)
+    return out
 
 
 def load(conn: apsw.Connection, keys: Iterable[Key], small: Iterable[str] = ()) -> State:

@@ -19,6 +19,7 @@ from realmem.app import Realmem
 from realmem.gate.judge import tier, urgency_key, urgency_scores
 from realmem.events import types as ev
 from realmem.events.types import Key
+from realmem.projections import tables
 from realmem.words import count
 
 WHOLE = {".", "~"}
@@ -70,13 +71,24 @@ class Entry:
     fresh: freshness.Subject
 
 
+@attrs.define
+class Indexed:
+    """What the index keeps of a path-scoped memory: where it applies and its freshness
+    subject.  Its text is read when a tool call touches its paths (``NoteIndex.load``), so
+    the rpc child does not hold every fact of a large store."""
+    key: Key
+    paths: list[str]
+    store_paths: list[str]
+    fresh: freshness.Subject
+
+
 class NoteIndex:
     """Every path-scoped memory in the visible stores, indexed by absolute pattern."""
 
     def __init__(self) -> None:
         self.seq = -1
         self.index = paths.PathIndex()
-        self.entries: dict[str, Entry] = {}
+        self.entries: dict[str, Indexed] = {}
         self.patterns: dict[str, list[str]] = {}
 
     def refresh(self, app: Realmem) -> None:
@@ -88,17 +100,30 @@ class NoteIndex:
         self.entries.clear()
         self.patterns.clear()
         home = memories.user_home()
-        for m in app.memories():
+        for m in tables.iter_memories(app.conn, app.visible_stores(), path_scoped=True):
             specific = [p for p in m.paths if p not in WHOLE]
             if not specific:
                 continue
             fresh = freshness.Subject.of(app, m, home)  # resolves the specific paths once, for both uses
             absolute = [a for _, a in fresh.patterns]
             k = f"{m.store}\0{m.id}"
-            self.entries[k] = Entry((m.store, m.id), m.caption, m.content, absolute, specific, urgency_key(m), fresh)
+            self.entries[k] = Indexed((m.store, m.id), absolute, specific, fresh)
             self.patterns[k] = absolute
             for i, a in enumerate(absolute):
                 self.index.add(f"{k}\0{i}", a)
+
+    def load(self, app: Realmem, keys: Iterable[str]) -> list[Entry]:
+        """The full entries (text and urgency key) of these index keys, in their order; one
+        gone since the refresh (forgotten by another process meanwhile) is left out."""
+        keys = list(keys)
+        rows = tables.memories_by_key(app.conn, [self.entries[k].key for k in keys])
+        out = []
+        for k in keys:
+            i = self.entries[k]
+            m = rows.get(i.key)
+            if m is not None:
+                out.append(Entry(i.key, m.caption, m.content, i.paths, i.store_paths, urgency_key(m), i.fresh))
+        return out
 
     def match(self, touched: Iterable[str]) -> dict[str, int]:
         """entry key -> best specificity among its patterns that match a touched path."""
@@ -138,7 +163,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     used = {k: app.counters(note_index.entries[k].key)[0] for k, _ in cand}
     store_rank = {s: i for i, s in enumerate(app.visible_stores())}
     cand.sort(key=lambda ks: (-ks[1], -used[ks[0]], store_rank.get(note_index.entries[ks[0]].key[0], 9), ks[0]))
-    entries = [note_index.entries[k] for k, _ in cand]
+    entries = note_index.load(app, [k for k, _ in cand])
     scores = urgency_scores(app, [(e.key, e.urgency_key) for e in entries])
     cfg = app.config
     max_full, max_caps, budget = int(cfg["pathNotes.maxFull"]), int(cfg["pathNotes.maxCaptions"]), int(cfg["pathNotes.charBudget"])
@@ -203,7 +228,7 @@ def _caption(e: Entry, flag: str | None = None) -> str:
 def attached_counts(app: Realmem, limit: int = 20) -> list[tuple[str, int]]:
     """Paths that have path notes with how many memories each ("db (4)")."""
     counts: dict[str, int] = {}
-    for m in app.memories():
+    for m in tables.iter_memories(app.conn, app.visible_stores(), path_scoped=True):
         for p in m.paths:
             if p not in WHOLE:
                 counts[p] = counts.get(p, 0) + 1

@@ -24,6 +24,7 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
+from realmem.projections import tables
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.projections.tokenize import query_units
@@ -209,7 +210,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
                 relevance[m.key] = relevance.get(m.key, 0.0) + m.rrf
     elif given_focus and not id_values:
         # paths alone: the memories attached to (or below) those paths
-        for m in app.memories(stores):
+        for m in tables.iter_memories(app.conn, stores, path_scoped=True):  # streamed: a large store is not held
             if any(p not in WHOLE for p in m.paths) and path_class(app, m, given_focus) == 0:
                 relevance[(m.store, m.id)] = 0.0
 

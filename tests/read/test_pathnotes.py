@@ -228,7 +228,7 @@ def test_notes_pushed_out_by_max_captions_and_the_char_budget_come_back(app: Rea
 def _entry(app: Realmem, m) -> pathnotes.Entry:  # type: ignore[no-untyped-def]
     idx = NoteIndex()
     idx.refresh(app)
-    return idx.entries[f"{m.store}\0{m.id}"]
+    return idx.load(app, [f"{m.store}\0{m.id}"])[0]
 
 
 def test_low_notes_are_counted_once_per_branch(app: Realmem) -> None:
