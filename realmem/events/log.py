@@ -7,7 +7,7 @@ drives commit together); ``read`` streams envelopes back in sequence order.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 
 import apsw
@@ -41,12 +41,16 @@ def _envelope(row: tuple) -> Envelope:
 _COLS = "seq, time, type, pid, session, payload"
 
 
-def read(conn: apsw.Connection, since: int = 0, *, until: int | None = None) -> Iterator[Envelope]:
-    """Envelopes with seq > since (and <= until), in order."""
-    if until is None:
-        cur = conn.execute(f"SELECT {_COLS} FROM events WHERE seq > ? ORDER BY seq", (since,))
-    else:
-        cur = conn.execute(f"SELECT {_COLS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq", (since, until))
+def read(conn: apsw.Connection, since: int = 0, *, until: int | None = None,
+         types: Sequence[str] | None = None) -> Iterator[Envelope]:
+    """Envelopes with seq > since (and <= until; of ``types`` only), in order, decoded one at a
+    time as the caller iterates."""
+    where, args = "seq > ?", [since]
+    if until is not None:
+        where, args = where + " AND seq <= ?", [*args, until]
+    if types is not None:
+        where, args = where + f" AND type IN ({','.join('?' * len(types))})", [*args, *types]
+    cur = conn.execute(f"SELECT {_COLS} FROM events WHERE {where} ORDER BY seq", args)
     for row in cur:
         yield _envelope(row)
 

@@ -15,6 +15,7 @@ queued within a moment; a starting worker re-derives everything from the databas
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,14 +56,23 @@ def _set_position(conn: apsw.Connection, seq: int) -> None:
                  "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq", (POSITION, seq))
 
 
-def work_for(conn: apsw.Connection, config: Config, events: list[ev.Event]) -> set[str]:
+def possible_work(config: Config) -> set[str]:
+    """The kinds of work the configured endpoints allow (none without an endpoint)."""
+    return ({"embed"} if config["embedding.url"] else set()) | ({"urgency", "retry"} if config["semif.url"] else set())
+
+
+def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) -> set[str]:
     """The kinds of work ``events`` call for, given what is already done: a memory whose vector
     is cached needs no embedding, one whose urgency is valid for its content and paths no
-    judgement; nothing is asked of an endpoint that is not configured."""
+    judgement; nothing is asked of an endpoint that is not configured.  Stops reading
+    ``events`` once every possible kind is wanted."""
     from realmem.gate import judge  # lazy: it loads the endpoint clients (httpx); `realmem status` must not
     wanted: set[str] = set()
+    possible = possible_work(config)
     fingerprint = index.active_fingerprint(conn) if config["embedding.url"] else None
     for e in events:
+        if wanted == possible:
+            break
         if isinstance(e, QUEUE_EVENTS):
             if config["semif.url"]:
                 wanted.add("retry")
@@ -93,7 +103,10 @@ def follow(conn: apsw.Connection, home: Path, config: Config) -> set[str]:
         return set()
     with db.transaction(conn):
         since, until = position(conn), log.last_seq(conn)  # again: another process may have followed
-        events = [env.event for env in log.read(conn, since, until=until) if env.event.TYPE in _TYPES]
+        # Streamed, and not read at all when no endpoint is configured: a first follow after a
+        # large import would otherwise decode every fact of the log at once.
+        events = (env.event for env in log.read(conn, since, until=until, types=_TYPES)) \
+            if possible_work(config) else iter(())
         wanted = work_for(conn, config, events)
         for kind in KINDS:
             if kind in wanted and not queue.enqueue(home, kind):

@@ -39,6 +39,9 @@ TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.Can
               ev.ImportStarted, ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
 
 FILES = "files"  # the file projection's row in projection_state
+# A file stamp this recent may hide a change written within the same clock tick (the scan's
+# rule too): a rebuild reads and compares such a file, never trusting its stamp.
+SETTLED_NS = 1_000_000_000
 BATCH_FSYNC = 8  # a change writing more memories' files than this flushes them once
 
 
@@ -149,12 +152,30 @@ class FileProjector:
 
     # --- replay ----------------------------------------------------------------------------
 
-    def rebuild(self, state: State, touched: Iterable[Key], names: Mapping[Key, set[str]],
-                last: int) -> tuple[int, int]:
+    def known_stamps(self, state: State) -> dict[tuple[str, str], tuple[int, int]]:
+        """(store, file) -> the (mtime_ns, size) recorded when realmem last wrote or read that
+        file, for memories a rebuild leaves as they were: same file, content hash and last event
+        (the reducer made both rows from that event; ``rebuild`` also checks the size against
+        the text).  A file still showing that stamp holds that text (the scan skips it on the
+        same evidence), so a rebuild need not read it again.  Read before the tables are rebuilt."""
+        out: dict[tuple[str, str], tuple[int, int]] = {}
+        for store, mem_id, name, h, seq, mtime_ns, size in self.conn.execute(
+                "SELECT m.store, m.id, m.file, m.hash, m.last_seq, s.mtime_ns, s.size FROM memories m "
+                "JOIN file_stats s ON s.store = m.store AND s.file = m.file"):
+            mem = state.memories.get((store, mem_id))
+            if mem is not None and (mem.file, mem.hash, mem.last_seq) == (name, h, seq):
+                out[(store, name)] = (mtime_ns, size)
+        return out
+
+    def rebuild(self, state: State, touched: Iterable[Key], names: Mapping[Key, set[str]], last: int, *,
+                known: Mapping[tuple[str, str], tuple[int, int]] | None = None,
+                settled: int = 0) -> tuple[int, int]:
         """Make every reachable store's files match ``state`` (the whole log folded, its tables
         already written): write each memory's file, remove names it had before and files of
         memories that are gone, then reset ``file_stats`` and record the position ``last``.
-        Returns (files written, files deleted)."""
+        A file whose stamp is in ``known`` (``known_stamps``), older than ``settled`` (ns) and
+        of the text's size is trusted without reading it.  Returns (files written, deleted)."""
+        known = known or {}
         written = deleted = 0
         stats = []
         reachable: dict[str, bool] = {}
@@ -166,13 +187,14 @@ class FileProjector:
             mem = state.memories.get(key)
             if mem is not None:
                 d = self.stores.store_dir(mem.store)
-                if files.write(d, mem.file, mem.text, durable=False):
-                    written += 1
-                try:
-                    st = os.stat(os.path.join(d, mem.file))
-                    stats.append((mem.store, mem.file, st.st_mtime_ns, st.st_size))
-                except OSError:
-                    pass
+                stamp = _stamp(d / mem.file)
+                if stamp is None or known.get((mem.store, mem.file)) != stamp or stamp[0] >= settled \
+                        or stamp[1] != len(mem.text.encode("utf-8")):
+                    if files.write(d, mem.file, mem.text, durable=False):
+                        written += 1
+                    stamp = _stamp(d / mem.file)
+                if stamp is not None:
+                    stats.append((mem.store, mem.file, *stamp))
                 for name in self.old_names(names, mem):
                     if self.delete_file(mem.store, name, mem.id):
                         deleted += 1
@@ -180,7 +202,8 @@ class FileProjector:
                 name = self.last_file_name(key)
                 if name and self.delete_file(key[0], name, key[1]):
                     deleted += 1
-        os.sync()  # one flush for all files instead of an fsync per file
+        if written or deleted:
+            os.sync()  # one flush for all files instead of an fsync per file
         with db.transaction(self.conn):
             self.conn.execute("DELETE FROM file_stats")
             self.conn.executemany("INSERT OR REPLACE INTO file_stats VALUES (?,?,?,?)", stats)
@@ -248,3 +271,11 @@ class FileProjector:
             if fields is not None and (getattr(e, "to_store", None) or e.store_id) == key[0]:
                 out.append(fields.file)
         return out
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size

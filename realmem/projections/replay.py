@@ -21,7 +21,7 @@ from realmem.storage import db
 from realmem.events import log
 from realmem.events.types import Key
 from realmem.storage.fsutil import read_regular
-from realmem.projections import files, index, tables
+from realmem.projections import files, index, projector, tables
 from realmem.projections.state import State, apply
 
 if TYPE_CHECKING:
@@ -77,12 +77,14 @@ def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
 
 def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     start = time.perf_counter()
-    with app.write_lease():
+    settled = time.time_ns() - projector.SETTLED_NS
+    with app.write_lease():  # entering it caught the files up with the tables
         state, touched, n, names = fold(app.conn, progress)
         last = log.last_seq(app.conn)
+        known = app.projector.known_stamps(state)
         _write_tables(app.conn, state, last)
         app.load_store_dirs()
-        written, deleted = app.projector.rebuild(state, touched, names, last)
+        written, deleted = app.projector.rebuild(state, touched, names, last, known=known, settled=settled)
     return ReplayReport(n, len(state.memories), time.perf_counter() - start, written, deleted)
 
 

@@ -7,6 +7,7 @@ through the real application, then proves ``replay.check`` finds no difference a
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,7 +22,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.write.observe import open_attached, scan_stores
 from realmem.stores.project import GLOBAL, forget_cache
-from realmem.projections import replay
+from realmem.projections import files, replay
 
 TABLES = {
     "memories": "store, id, caption, content, paths, created, updated, file, text, hash, source, quarantined, last_seq",
@@ -281,3 +282,39 @@ def test_replay_rebuilds_everything_from_an_emptied_projection(home: Path, repo:
         assert fts_rows(app) == fts_before
         assert snapshot_files(app) == files_before
         assert app.counters((a.store, a.id)) == (1, 1) and app.memory((GLOBAL, b.id)) is not None
+
+
+def test_replay_reads_only_files_whose_stamp_is_not_the_one_it_recorded(home: Path, repo: Path,
+                                                                        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A settled file still showing the size and mtime realmem recorded for it holds its text
+    (the scan trusts the same stamp): replay does not read it again.  A file whose stamp
+    changed is read and, when it differs, rewritten, even a hand edit of the same size."""
+    reads: list[str] = []
+    real = files.read_regular
+
+    def counted(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "read_regular", counted)
+    with Realmem.open(home, repo) as app:
+        a = add(app, "Use uv", "Run uv sync.", "shared")
+        b = add(app, "Prefer ruff", "Run ruff check.", "global")
+        monkeypatch.setattr(replay, "SETTLED_NS", 10**18)  # nothing is settled: every file is read
+        reads.clear()
+        assert replay.replay(app).files_written == 0 and len(reads) == 2
+        monkeypatch.setattr(replay, "SETTLED_NS", 0)  # everything written before now is settled
+        reads.clear()
+        assert replay.replay(app).files_written == 0 and reads == []
+        path = app.store_dir(b.store) / b.file
+        st = path.stat()
+        path.write_text(b.text.replace("ruff", "RUFF"), encoding="utf-8")  # same size
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 10**10))
+        reads.clear()
+        rep = replay.replay(app)
+        assert rep.files_written == 1 and reads == [str(path)]
+        assert path.read_text(encoding="utf-8") == b.text
+        reads.clear()
+        assert replay.replay(app).files_written == 0 and reads == []  # the rewrite's stamp was recorded
+        assert (app.store_dir(a.store) / a.file).read_text(encoding="utf-8") == a.text
+        assert replay.check(app).differences == []
