@@ -7,6 +7,7 @@ shown: High the full fact, Mid (or not judged yet) the caption with its id, Low 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +17,7 @@ from realmem.read import freshness
 from realmem.stores import ids, paths
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.gate.judge import tier, urgency_key, urgency_scores
+from realmem.gate.judge import tier, urgency_key_of, urgency_scores
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.projections import tables
@@ -116,13 +117,24 @@ class NoteIndex:
         """The full entries (text and urgency key) of these index keys, in their order; one
         gone since the refresh (forgotten by another process meanwhile) is left out."""
         keys = list(keys)
-        rows = tables.memories_by_key(app.conn, [self.entries[k].key for k in keys])
+        wanted = {self.entries[k].key for k in keys}
+        ids_ = sorted({key[1] for key in wanted})
+        rows: dict[Key, tuple[str, str, list[str]]] = {}
+        for start in range(0, len(ids_), 500):  # only the columns a note shows: no file text
+            chunk = ids_[start:start + 500]
+            for store, mem_id, caption, content, paths_json in app.conn.execute(
+                    f"SELECT store, id, caption, content, paths FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                    chunk):
+                if (store, mem_id) in wanted:
+                    rows[(store, mem_id)] = (caption, content, json.loads(paths_json))
         out = []
         for k in keys:
             i = self.entries[k]
-            m = rows.get(i.key)
-            if m is not None:
-                out.append(Entry(i.key, m.caption, m.content, i.paths, i.store_paths, urgency_key(m), i.fresh))
+            row = rows.get(i.key)
+            if row is not None:
+                caption, content, stored = row
+                out.append(Entry(i.key, caption, content, i.paths, i.store_paths, urgency_key_of(content, stored),
+                                 i.fresh))
         return out
 
     def match(self, touched: Iterable[str]) -> dict[str, int]:
