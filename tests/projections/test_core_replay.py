@@ -297,7 +297,7 @@ def test_replay_reads_only_files_whose_stamp_is_not_the_one_it_recorded(home: Pa
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(files, "read_regular", counted)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         a = add(app, "Use uv", "Run uv sync.", "shared")
         b = add(app, "Prefer ruff", "Run ruff check.", "global")
         monkeypatch.setattr(replay, "SETTLED_NS", 10**18)  # nothing is settled: every file is read

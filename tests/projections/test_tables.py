@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from realmem.write import memories
-from realmem.app import Realmem
+from realmem.write.observe import open_attached
 from realmem.events import types as ev
 from realmem.projections import tables
 
@@ -17,7 +17,7 @@ def _add(app: Realmem, caption: str, scope: str, paths: list[str] | None = None)
 
 def test_iter_memories_streams_the_visible_rows_and_path_scoped_ones(home: Path, repo: Path) -> None:
     (repo / "src").mkdir(exist_ok=True)
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         wide = _add(app, "Use uv", "shared")
         scoped = _add(app, "Src uses ruff", "shared", [str(repo / "src")])
         glob = _add(app, "Prefer ripgrep", "global")
@@ -34,7 +34,7 @@ def test_iter_memories_streams_the_visible_rows_and_path_scoped_ones(home: Path,
 
 
 def test_memories_by_key_reads_many_rows_at_once_and_leaves_out_missing_keys(home: Path, repo: Path) -> None:
-    with Realmem.open(home, repo) as app:
+    with open_attached(home, repo) as app:
         made = [_add(app, f"Fact number {i}", "shared" if i % 2 else "global") for i in range(7)]
         keys = [ev.Key(m.store, m.id) for m in made]
         wrong_store = ev.Key("global" if made[1].store != "global" else made[1].store + "x", made[1].id)
