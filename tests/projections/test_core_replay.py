@@ -22,7 +22,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.write.observe import open_attached, scan_stores
 from realmem.stores.project import GLOBAL, forget_cache
-from realmem.projections import files, replay
+from realmem.projections import files, projector, replay
 
 TABLES = {
     "memories": "store, id, caption, content, paths, created, updated, file, text, hash, source, quarantined, last_seq",
@@ -300,10 +300,10 @@ def test_replay_reads_only_files_whose_stamp_is_not_the_one_it_recorded(home: Pa
     with open_attached(home, repo) as app:
         a = add(app, "Use uv", "Run uv sync.", "shared")
         b = add(app, "Prefer ruff", "Run ruff check.", "global")
-        monkeypatch.setattr(replay, "SETTLED_NS", 10**18)  # nothing is settled: every file is read
+        monkeypatch.setattr(projector, "SETTLED_NS", 10**18)  # nothing is settled: every file is read
         reads.clear()
         assert replay.replay(app).files_written == 0 and len(reads) == 2
-        monkeypatch.setattr(replay, "SETTLED_NS", 0)  # everything written before now is settled
+        monkeypatch.setattr(projector, "SETTLED_NS", 0)  # everything written before now is settled
         reads.clear()
         assert replay.replay(app).files_written == 0 and reads == []
         path = app.store_dir(b.store) / b.file
