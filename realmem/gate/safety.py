@@ -220,6 +220,9 @@ _TOKEN_RULES: tuple[_Rule, ...] = (
         (("sk-",),), check=lambda m: _mixed_alnum(m.group())),
     _Rule("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),
           (("aiza",),)),
+    # gitleaks' vault rule allows ``s\.[A-Za-z]{24}`` anywhere in the secret (meant for old
+    # ``s.`` tokens), so an ``hvs.`` token whose first 24 characters are letters passed it.
+    _Rule("vault-service-token", re.compile(r"(?<![\w.-])hvs\.[\w-]{90,120}(?![\w-])"), (("hvs.",),)),
     _Rule("npm-token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), (("npm_",),)),
     _Rule("huggingface-token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34,}(?![A-Za-z0-9])"),
           (("hf_",),)),

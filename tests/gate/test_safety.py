@@ -10,6 +10,7 @@ import base64
 import json
 import random
 import re
+import string
 import tomllib
 
 import attrs
@@ -514,3 +515,15 @@ def test_redacted_text_never_contains_the_secret(
     caption_result, caption, content = scan_memory(text, after, redact=True)
     if caption_result.ok:
         assert secret not in caption and secret not in content
+
+
+def test_a_vault_token_starting_with_24_letters_is_still_a_secret() -> None:
+    """gitleaks' vault rule allows ``s\\.[A-Za-z]{24}`` anywhere in the secret, so an ``hvs.``
+    token whose first 24 characters are letters passed it (found by the property above)."""
+    rng = random.Random(7)
+    letters = "".join(rng.choice(string.ascii_letters) for _ in range(24))
+    rest = "".join(rng.choice(string.ascii_letters + string.digits + "_-") for _ in range(71))
+    token = f"hvs.{letters}{rest}"
+    result, _, content = scan_memory("Vault", f" {token} ", redact=True)
+    assert result.kinds("secret") == ("vault-service-token",)
+    assert token not in content
