@@ -181,3 +181,36 @@ def test_the_test_import_check_catches_them() -> None:
     assert imported_test_modules("from test_rpc import Child\nimport test_cli as c\n") == {"test_rpc", "test_cli"}
     assert imported_test_modules("from . import test_mcp\nfrom helpers.rpc_child import Child\n") == {"test_mcp"}
     assert imported_test_modules("def f():\n    from interface.test_safety import expand\n") == {"interface.test_safety"}
+
+
+def _unexplained_lazy_imports(path: Path) -> list[int]:
+    """Lines of in-function imports of realmem modules with no comment saying why they are
+    there (on the line, or in the comment block right above it)."""
+    src = path.read_text(encoding="utf-8")
+    lines = src.splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(src)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "realmem" \
+                    or isinstance(node, ast.Import) and any(a.name.split(".")[0] == "realmem" for a in node.names):
+                above = lines[node.lineno - 2].strip() if node.lineno >= 2 else ""
+                if "#" not in lines[node.end_lineno - 1] and not above.startswith("#"):
+                    found.append(node.lineno)
+    return found
+
+
+def test_imports_sit_at_the_top_unless_a_comment_says_why() -> None:
+    """An import inside a function hides the module's dependencies; the ones kept are there for
+    start-up time (the CLI's commands, the rpc child's methods, httpx and the rule file behind
+    `realmem status`) and say so."""
+    unexplained = {name: lines for name, path in MODULES.items() if (lines := _unexplained_lazy_imports(path))}
+    assert unexplained == {}
+
+
+def test_the_lazy_import_check_catches_a_bare_one(tmp_path: Path) -> None:
+    mod = tmp_path / "m.py"
+    mod.write_text("def f():\n    from realmem import app\n\n\ndef g():\n    from realmem import db  # lazy: start-up\n"
+                   "\n\ndef h():\n    # Imported here: start-up.\n    from realmem import ids\n", encoding="utf-8")
+    assert _unexplained_lazy_imports(mod) == [2]

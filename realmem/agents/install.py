@@ -36,6 +36,7 @@ import click
 from realmem.app import RealmemError
 from realmem.config import home_dir
 from realmem.storage.fsutil import atomic_write_text
+from realmem.stores.project import detect
 
 SERVER_NAME = "realmem"
 MANIFEST = "install.json"  # in the realmem home: what install found and created, per file
@@ -302,7 +303,6 @@ def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> N
         realmem install claude-code --project
         realmem install claude-code --user --uninstall --yes
     """
-    from realmem.stores.project import detect  # the project root; loaded only for this command
     c = ctx.find_root().obj
     cwd = Path(c.cwd or os.getcwd()).resolve()
     project = detect(cwd)

@@ -44,6 +44,7 @@ from realmem.clients import (
 )
 from realmem.config import Config
 from realmem.events.types import Key
+from realmem.clients import NotConfigured
 
 NONE = "none"
 PICKS = ("covered_by", "conflict_with", "merge_with")
@@ -271,7 +272,6 @@ def judge_urgency(cfg: Config, caption: str, content: str, paths: Sequence[str])
     """Ask only path_urgency for one fact (background re-judging).  Raises the client's errors."""
     c = client(cfg)
     if c is None:
-        from realmem.clients import NotConfigured
         raise NotConfigured("the SemIf endpoint is not configured")
     try:
         ans = c.ask(urgency_state(caption, content, paths), {"path_urgency": urgency_question()})

@@ -47,6 +47,7 @@ from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
+from realmem.jobs.rewrite import rewrite
 
 logger = get_logger("realmem.gate.remember")
 
@@ -440,7 +441,6 @@ def _decide(app: Realmem, cand: Candidate, shown: list[Memory], combined: Mappin
 
 def _rewrite(app: Realmem, plan: Plan, cand: Candidate, trace: GateTrace) -> None:
     """Rewrite the Edit/Merge target with the new fact, keeping its id."""
-    from realmem.jobs.rewrite import rewrite
     target = app.memory(plan.target)  # type: ignore[arg-type]
     assert target is not None
     with _timed(trace, "rewrite_s"):

@@ -32,6 +32,11 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.fakes.embeddings import fake_embedding
 from realmem.projections import files, index, replay
+from realmem.agents import hookclient
+from realmem.fakes.embeddings import FakeEmbeddings
+from realmem.fakes.systemone import FakeSystemOne
+from realmem.gate.remember import remember
+from realmem.read.render import table
 
 WORDS = ("build test deploy docker postgres migration schema cache redis queue worker api auth token "
          "session config env lint format release branch commit review ci pipeline bundle webpack vite "
@@ -320,7 +325,6 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
 def _bench_hook(home: Path, root: Path, rng: random.Random, iters: int) -> dict[str, Any]:
     """The installed hook command (``python -I -S hookclient.py``) run as a new process per
     call, as Claude Code runs it, against a warm per-home hook server."""
-    from realmem.agents import hookclient
     env = {**os.environ, "REALMEM_HOME": str(home), "REALMEM_WORKER_AUTOSTART": "0"}
     server = subprocess.Popen([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "hook-server", "--idle", "60"],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -389,9 +393,6 @@ def _bench_mcp(home: Path, root: Path, rng: random.Random, iters: int) -> dict[s
 def _bench_gate(home: Path, root: Path, rng: random.Random, iters: int) -> dict[str, Any]:
     """Gate overhead = remember() wall time minus time inside the judge and embedder HTTP
     calls (the fakes run in-process and their time is excluded, as the budget specifies)."""
-    from realmem.fakes.embeddings import FakeEmbeddings
-    from realmem.fakes.systemone import FakeSystemOne
-    from realmem.gate.remember import remember
     with FakeSystemOne() as semif, FakeEmbeddings(dims=DIMS) as emb:
         os.environ["REALMEM_SEMIF_URL"] = semif.url
         os.environ["REALMEM_EMBEDDING_URL"] = emb.url
@@ -666,7 +667,6 @@ def run_bench(sizes: list[int], *, quick: bool = False, progress: Callable[[str]
 
 
 def render(results: list[dict[str, Any]]) -> str:
-    from realmem.read.render import table
     cells = []
     for r in rows(results):
         floor = "" if r["floor"] is None else f"{r['floor']:g} ({r['floor_what']})"

@@ -154,7 +154,7 @@ def _remember_options(f):  # type: ignore[no-untyped-def]
 
 def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
               as_json: bool, source: str) -> None:
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     out = commands.remember(c.app(), caption=caption, content=content, scope=scope, paths=paths,
                             user_requested=user_requested, source=source)
     _print(out, as_json)
@@ -195,7 +195,7 @@ def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str,
 def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
           write: bool, as_json: bool) -> None:
     """Dry-run the remember path and show the full trace."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     _print(commands.debug(c.app(), caption=caption, content=content, scope=scope, paths=paths,
                           user_requested=user_requested, write=write), as_json)
 
@@ -204,7 +204,7 @@ def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[st
 @pass_ctx
 def retry(c: Ctx) -> None:
     """Retry this project's queued candidates now (the worker also retries them with backoff)."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     click.echo(commands.retry(c.app(), progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))["text"])
 
 
@@ -221,7 +221,7 @@ def retry(c: Ctx) -> None:
 def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tuple[str, ...], scope: str | None,
            page: int, as_json: bool) -> None:
     """Hybrid search, ranked by path, then used, then relevance."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     found = commands.recall(c.app(), queries=[" ".join(query)] if query else [], paths=paths, id_values=id_values,
                             page=page, scope=scope)
     _print(found, as_json)
@@ -236,7 +236,7 @@ def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tu
 @pass_ctx
 def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
     """Every memory, sorted by path, then used."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     _print(commands.listing(c.app(), page=page, scope=scope), as_json)
 
 
@@ -246,7 +246,7 @@ def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
 @pass_ctx
 def show(c: Ctx, id_value: str, as_json: bool) -> None:
     """One memory with its metadata."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     _print(commands.show_text(c.app(), id_value), as_json)
 
 
@@ -255,7 +255,7 @@ def show(c: Ctx, id_value: str, as_json: bool) -> None:
 @pass_ctx
 def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
     """Delete memories by id (or unique prefix)."""
-    from realmem.interface.tools import forget as forget_ids
+    from realmem.interface.tools import forget as forget_ids  # lazy: start-up
     done = forget_ids(c.app(), id_values)
     if not done["details"]["forgotten"]:
         raise RealmemError(done["text"])
@@ -278,7 +278,7 @@ def status(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def scan(c: Ctx) -> None:
     """Read every fact file changed outside realmem now (session start does this too)."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     click.echo(commands.scan(c.app(scan=False))["text"])
 
 
@@ -289,7 +289,7 @@ def scan(c: Ctx) -> None:
 @pass_ctx
 def replay(c: Ctx, check: bool) -> None:
     """Rebuild every projection from the event log."""
-    from realmem.projections import replay as rp
+    from realmem.projections import replay as rp  # lazy: start-up
     app = c.app(attach=False)
     progress = lambda d, t: click.echo(f"  replaying {d}/{t}", err=True)  # noqa: E731
     if check:
@@ -305,14 +305,14 @@ def replay(c: Ctx, check: bool) -> None:
 
 
 def _event_json(env) -> dict:  # type: ignore[no-untyped-def]
-    from realmem.events.types import to_payload
+    from realmem.events.types import to_payload  # lazy: start-up
     return {"seq": env.seq, "time": env.time, "type": env.event.TYPE, "pid": env.pid, "session": env.session,
             "memory_id": ids.short(env.event.memory_id) if env.event.memory_id else None,
             "store": env.event.store_id, "payload": to_payload(env.event)}
 
 
 def _event_line(env) -> str:  # type: ignore[no-untyped-def]
-    from realmem.events import types as ev
+    from realmem.events import types as ev  # lazy: start-up
     e = env.event
     what = e.TYPE
     if isinstance(e, (ev.MemoryAdded, ev.MemoryEdited, ev.FileObserved)) and e.fields is not None:
@@ -336,7 +336,7 @@ def _event_line(env) -> str:  # type: ignore[no-untyped-def]
 @pass_ctx
 def audit(c: Ctx, id_value: str, as_json: bool) -> None:
     """The whole history of a memory: every event and decision with its raw judge answers."""
-    from realmem.events import log
+    from realmem.events import log  # lazy: start-up
     app = c.app(scan=False)
     canonical = ids.canonical(id_value)
     if canonical is None:
@@ -354,9 +354,9 @@ def audit(c: Ctx, id_value: str, as_json: bool) -> None:
     if as_json:
         _out([_event_json(e) for e in envs])
         return
-    from realmem.events import trace as gate_trace
-    from realmem.events import types as ev
-    from realmem.gate.remember import render_trace
+    from realmem.events import trace as gate_trace  # lazy: start-up
+    from realmem.events import types as ev  # lazy: start-up
+    from realmem.gate.remember import render_trace  # lazy: start-up
     for env in envs:
         click.echo(_event_line(env))
         if isinstance(env.event, ev.Decided):
@@ -373,7 +373,7 @@ def audit(c: Ctx, id_value: str, as_json: bool) -> None:
 @pass_ctx
 def events(c: Ctx, since: int, as_json: bool) -> None:
     """The event log."""
-    from realmem.events import log
+    from realmem.events import log  # lazy: start-up
     app = c.app(scan=False)
     if as_json:
         _out([_event_json(e) for e in log.read(app.conn, since)])
@@ -388,7 +388,7 @@ def events(c: Ctx, since: int, as_json: bool) -> None:
 @pass_ctx
 def reindex(c: Ctx) -> None:
     """Rebuild the FTS5 and vector indexes from the memories and the embeddings cache."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     click.echo(commands.reindex(c.app())["text"])
 
 
@@ -396,7 +396,7 @@ def reindex(c: Ctx) -> None:
 @pass_ctx
 def embed(c: Ctx) -> None:
     """Embed every memory that has no cached vector in the current embedding space."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     click.echo(commands.embed(c.app(), progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))["text"])
 
 
@@ -408,7 +408,7 @@ def embed(c: Ctx) -> None:
 @pass_ctx
 def consolidate(c: Ctx, scopes: tuple[str, ...], no_paths: bool, as_json: bool) -> None:
     """Shrink and clean the memory base (Ctrl-C cancels and writes nothing)."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     try:
         done = commands.consolidate(c.app(), stores=scopes, revise_paths=not no_paths,
                                     progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
@@ -428,7 +428,7 @@ def settings() -> None:
 @pass_ctx
 def settings_show(c: Ctx, as_json: bool) -> None:
     """Every setting: section, value (keys masked), source (default, file, env)."""
-    from realmem.interface import settings as st
+    from realmem.interface import settings as st  # lazy: start-up
     shown = st.show(Config(home_dir(c.home)))
     if as_json:  # keyed by setting, for scripts (`jq '."gate.importance".value'`)
         _out({i["key"]: {"value": i["value"], "source": i["source"], **({"problem": i["problem"]} if i["problem"] else {})}
@@ -443,7 +443,7 @@ def settings_show(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def settings_set(c: Ctx, key: str, value: str) -> None:
     """Set KEY to VALUE in config.json (keys may be $VAR or env:VAR)."""
-    from realmem.interface import settings as st
+    from realmem.interface import settings as st  # lazy: start-up
     click.echo(st.set_value(Config(home_dir(c.home)), key, value)["text"])
 
 
@@ -452,7 +452,7 @@ def settings_set(c: Ctx, key: str, value: str) -> None:
 @pass_ctx
 def settings_unset(c: Ctx, key: str) -> None:
     """Reset KEY to its default (remove it from config.json)."""
-    from realmem.interface import settings as st
+    from realmem.interface import settings as st  # lazy: start-up
     click.echo(st.unset(Config(home_dir(c.home)), key)["text"])
 
 
@@ -460,7 +460,7 @@ def settings_unset(c: Ctx, key: str) -> None:
 @pass_ctx
 def settings_test(c: Ctx) -> None:
     """Connectivity test of every configured endpoint."""
-    from realmem.interface import settings as st
+    from realmem.interface import settings as st  # lazy: start-up
     tested = st.connectivity(Config(home_dir(c.home)))
     click.echo(tested["text"])
     sys.exit(errors.REFUSED if tested["failed"] else 0)
@@ -471,7 +471,7 @@ def settings_test(c: Ctx) -> None:
 @pass_ctx
 def settings_models(c: Ctx, endpoint: str) -> None:
     """List the models the endpoint's /v1/models offers."""
-    from realmem.interface import settings as st
+    from realmem.interface import settings as st  # lazy: start-up
     if listed := st.models(Config(home_dir(c.home)), endpoint)["text"]:
         click.echo(listed)
 
@@ -485,7 +485,7 @@ def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
 
     Example: realmem import AGENTS.md
     """
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     done = commands.import_files(c.app(), files, force=force,
                                  progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True))
     click.echo(done["text"])
@@ -498,7 +498,7 @@ def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
 @pass_ctx
 def prune_paths(c: Ctx, yes: bool) -> None:
     """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     app = c.app()
     plan = commands.prune_paths(app, apply=False)
     click.echo(plan["text"])
@@ -516,7 +516,7 @@ def prune_paths(c: Ctx, yes: bool) -> None:
 @pass_ctx
 def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
     """Check whether .pi/realmem is ignored by git and append the verified fix."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     app = c.app(scan=False)
     checked = commands.gitignore_check(app, offer_fix=not check_only)
     click.echo(checked["text"])
@@ -539,7 +539,7 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
 def manage(c: Ctx, query: tuple[str, ...], semantic: bool, as_json: bool) -> None:
     """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path;
     Δ changed in git since written; Q quarantined)."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     listed = commands.manage_list(c.app(), query=" ".join(query) or None, semantic=semantic)
     _out(listed["details"]["items"]) if as_json else click.echo(listed["text"])
 
@@ -552,8 +552,8 @@ def stale(c: Ctx, as_json: bool) -> None:
 
     Example: realmem stale --json
     """
-    from realmem.read import freshness
-    from realmem.read.render import memory_json, table
+    from realmem.read import freshness  # lazy: start-up
+    from realmem.read.render import memory_json, table  # lazy: start-up
     app = c.app()
     rows = freshness.stale_memories(app)
     if as_json:
@@ -574,7 +574,7 @@ def stale(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def approve(c: Ctx, id_value: str) -> None:
     """Release a quarantined memory (it failed the safety scan when it arrived from outside)."""
-    from realmem.interface import commands
+    from realmem.interface import commands  # lazy: start-up
     click.echo(commands.approve(c.app(), id_value)["text"])
 
 
@@ -584,7 +584,7 @@ def approve(c: Ctx, id_value: str) -> None:
 @pass_ctx
 def worker(c: Ctx, idle: float | None) -> None:
     """The background worker (embed, judge urgency, retry queued candidates)."""
-    from realmem.jobs.worker import run
+    from realmem.jobs.worker import run  # lazy: start-up
     if not c.verbose:
         logs.configure("info", file=home_dir(c.home) / "worker.log")
     sys.exit(run(home_dir(c.home), idle_seconds=idle))
@@ -594,7 +594,7 @@ def worker(c: Ctx, idle: float | None) -> None:
 @pass_ctx
 def rpc(c: Ctx) -> None:
     """The Pi adapter's child: JSON-RPC 2.0 over stdio."""
-    from realmem.interface.rpc import serve
+    from realmem.interface.rpc import serve  # lazy: start-up
     sys.exit(serve(c.home))
 
 
@@ -602,7 +602,7 @@ def rpc(c: Ctx) -> None:
 @pass_ctx
 def mcp(c: Ctx) -> None:
     """Serve the realmem tools, prompt and resource to any MCP client over stdio."""
-    from realmem.agents.mcp_server import serve
+    from realmem.agents.mcp_server import serve  # lazy: start-up
     sys.exit(serve(c.home, c.cwd))
 
 
@@ -611,7 +611,7 @@ def mcp(c: Ctx) -> None:
 @pass_ctx
 def hook_server(c: Ctx, idle: float | None) -> None:
     """The per-home server the agent hooks reach over a Unix socket (started on demand)."""
-    from realmem.agents.hookserver import run
+    from realmem.agents.hookserver import run  # lazy: start-up
     sys.exit(run(home_dir(c.home), idle_seconds=idle))
 
 
@@ -623,17 +623,17 @@ def hook_server(c: Ctx, idle: float | None) -> None:
               "recall, path_notes, hook, mcp, gate, status, worker, ingest")
 def bench(sizes: str, as_json: bool, quick: bool, only: str) -> None:
     """Benchmark suite: every performance target, each with its floor from the same run and the ratio."""
-    from realmem.interface.bench import GROUPS, run_bench
+    from realmem.interface.bench import GROUPS, run_bench  # lazy: start-up
     picked = {g.strip() for g in only.split(",") if g.strip()}
     if unknown := sorted(picked - GROUPS.keys()):
         raise click.BadParameter(f"unknown group {', '.join(unknown)}; groups: {', '.join(GROUPS)}", param_hint="--only")
     results = run_bench([int(s) for s in sizes.split(",") if s.strip()], quick=quick,
                         progress=lambda m: click.echo(m, err=True), only=picked or None)
     if as_json:
-        from realmem.interface.bench import rows
+        from realmem.interface.bench import rows  # lazy: start-up
         _out({"rows": rows(results), "results": results})
     else:
-        from realmem.interface.bench import render
+        from realmem.interface.bench import render  # lazy: start-up
         click.echo(render(results))
 
 
@@ -654,7 +654,7 @@ def eval_recall(modes: tuple[str, ...], set_path: Path | None, as_json: bool) ->
 
     Example: realmem eval recall --mode bm25
     """
-    from realmem.interface import evaluation
+    from realmem.interface import evaluation  # lazy: start-up
     reports = evaluation.run(modes or evaluation.MODES, path=set_path, progress=lambda m: click.echo(m, err=True))
     if as_json:
         _out([r.summary() for r in reports])

@@ -26,6 +26,7 @@ from realmem.write import memories, observe
 from realmem.app import Realmem
 from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.words import count
+from realmem.read.render import table
 
 MODES = ("bm25", "embedder")
 DIMS = 256  # the fake embedder's space in the evaluation
@@ -172,7 +173,6 @@ def run(modes: tuple[str, ...] = MODES, *, path: Path | None = None,
 
 
 def render(reports: list[Report]) -> str:
-    from realmem.read.render import table
     rows = [[r.mode, len(r.on_topic), f"{r.recall_at(1):.3f}", f"{r.recall_at(3):.3f}", f"{r.mrr:.3f}",
              f"{r.off_topic_precision:.3f} ({sum(1 for o in r.off_topic if not o.returned)}/{len(r.off_topic)})"]
             for r in reports]

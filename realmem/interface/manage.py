@@ -10,6 +10,7 @@ from realmem.app import Realmem
 from realmem.gate.judge import tier, urgency_key, urgency_scores
 from realmem.read.pathnotes import WHOLE
 from realmem.stores.project import store_kind
+from realmem.read.render import memory_json
 
 GLYPHS = {"full": "●", "caption": "◐", "count": "○"}
 STALE = "Δ"  # its paths changed in git after it was written
@@ -60,7 +61,6 @@ def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
     the current content and paths) and missing paths with their suggested new location."""
     import json
 
-    from realmem.read.render import memory_json
     m = app.memory(key)
     if m is None:
         raise KeyError(key)

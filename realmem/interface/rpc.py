@@ -8,6 +8,8 @@ stdin: it acts on ``cancel`` at once and hands every request to its serving thre
 store connections and the path-note index stay warm between calls, which is what keeps the
 after-every-tool-call hook fast.  Each method parses its params, calls one function of the
 command layer (``realmem.interface.commands``, ``realmem.interface.tools``) and replies with its result.
+A method imports its modules when first called (``# lazy: start-up``): nearly all of them
+reach the endpoint clients (httpx), and the child answers ``hello`` before they load.
 """
 
 from __future__ import annotations
@@ -292,8 +294,8 @@ class Server:
                 "path_notes": {k: cfg[f"pathNotes.{k}"] for k in ("maxFull", "maxCaptions", "charBudget")}}
 
     def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import session
-        from realmem.read import freshness
+        from realmem.interface import session  # lazy: start-up
+        from realmem.read import freshness  # lazy: start-up
         app = self.app(p)
         pending = observe.backlog(app)
         if pending > observe.SYNC_FILES:
@@ -321,18 +323,18 @@ class Server:
             os.setpriority(os.PRIO_PROCESS, self.scanner.pid, BACKGROUND_NICE)
 
     def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.read import prompt
+        from realmem.read import prompt  # lazy: start-up
         return {"text": prompt.section(self.app(p))}
 
     def on_strip_context_files(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.read import prompt
+        from realmem.read import prompt  # lazy: start-up
         only = _strs(p["only"]) if p.get("only") is not None else None
         text, stripped = prompt.strip_context_files(self.app(p), str(p.get("system_prompt", "")),
                                                     list(p.get("context_files") or []), only=only)
         return {"system_prompt": text, "stripped": stripped}
 
     def on_path_notes(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.read import pathnotes
+        from realmem.read import pathnotes  # lazy: start-up
         if str(p.get("tool_name", "")).startswith("realmem_"):
             return {"text": None, "shown": [], "touched": []}  # realmem's own tools: no notes about itself
         app = self.app(p)
@@ -342,73 +344,73 @@ class Server:
         return pathnotes.dumps(notes)
 
     def on_recall(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools
+        from realmem.interface import tools  # lazy: start-up
         return tools.recall(self.app(p), queries=_strs(p.get("queries")), paths=_strs(p.get("paths")),
                             id_values=_strs(p.get("ids")), page=int(p.get("page") or 1), scope=p.get("scope"),
                             recent_paths=_strs(p.get("recent_paths")), later=self.later)
 
     def on_remember(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools
+        from realmem.interface import tools  # lazy: start-up
         return tools.remember(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
                               scope=p.get("scope"), paths=_strs(p.get("paths")),
                               user_requested=bool(p.get("user_requested")), source=str(p.get("source") or "remember"))
 
     def on_status(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools
+        from realmem.interface import tools  # lazy: start-up
         return tools.status(self.app(p))
 
     def on_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools
+        from realmem.interface import tools  # lazy: start-up
         return tools.listing(self.app(p), page=int(p.get("page") or 1), scope=p.get("scope"))
 
     def on_forget(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools
+        from realmem.interface import tools  # lazy: start-up
         return tools.forget(self.app(p), _strs(p.get("ids")))
 
     def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.show(self.app(p), str(p.get("id", "")))
 
     def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.edit(self.app(p), str(p.get("id", "")), caption=p.get("caption"), content=p.get("content"),
                              paths=_strs(p["paths"]) if p.get("paths") is not None else None)
 
     def on_move(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.move(self.app(p), str(p.get("id", "")), str(p.get("scope", "")))
 
     def on_approve(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.approve(self.app(p), str(p.get("id", "")))
 
     def on_apply_suggested_path(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.apply_suggested_path(self.app(p), str(p.get("id", "")), str(p.get("path", "")))
 
     def on_prune_paths(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.prune_paths(self.app(p), apply=bool(p.get("apply")))
 
     def on_check_paths(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.check_paths(self.app(p), _strs(p.get("paths")))["details"]
 
     def on_gitignore_check(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.gitignore_check(self.app(p))["details"]
 
     def on_gitignore_fix(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         done = commands.gitignore_fix(self.app(p))
         return {"text": done["text"], **done["details"]}
 
     def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings
+        from realmem.interface import settings  # lazy: start-up
         return settings.show(Config(self.home))["details"]
 
     def on_settings_set(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings
+        from realmem.interface import settings  # lazy: start-up
         saved = settings.save(Config(self.home), str(p.get("key", "")), p.get("value"))
         for apps in self.all_apps:  # every thread's open projects see the new value at once
             for app in apps.values():
@@ -416,45 +418,45 @@ class Server:
         return {"text": saved["text"]}
 
     def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings
+        from realmem.interface import settings  # lazy: start-up
         return settings.models(Config(self.home), str(p.get("endpoint", "")))["details"]
 
     def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings
+        from realmem.interface import settings  # lazy: start-up
         return settings.connectivity(Config(self.home))["details"]
 
     def on_debug(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.debug(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
                               scope=p.get("scope"), paths=_strs(p.get("paths")),
                               user_requested=bool(p.get("user_requested")), write=bool(p.get("write")))
 
     def on_retry(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.retry(self.app(p), progress=self.progress(p.get("progress_token")))
 
     def on_embed(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.embed(self.app(p), progress=self.progress(p.get("progress_token")))
 
     def on_reindex(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.reindex(self.app(p))
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.write import importer
+        from realmem.write import importer  # lazy: start-up
         return importer.begin(self.app(p), _strs(p.get("files")), force=bool(p.get("force")))
 
     def on_import_finish(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.write import importer
+        from realmem.write import importer  # lazy: start-up
         return importer.finish(self.app(p))
 
     def on_manage_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.manage_list(self.app(p), query=p.get("query"), semantic=bool(p.get("semantic")))["details"]
 
     def on_consolidate(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands
+        from realmem.interface import commands  # lazy: start-up
         return commands.consolidate(self.app(p), stores=_strs(p.get("stores")),
                                     revise_paths=p.get("paths", True) is not False,
                                     progress=self.progress(p.get("progress_token")))

@@ -13,6 +13,7 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.clients.models import list_models, pick_model
 from realmem.config import DEFAULTS, SECRET_KEYS, Config, ConfigError, env_name, mask_secret, secret_var
 from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
+from realmem.read.render import table
 
 ENDPOINTS = ("semif", "embedding", "rewriter")
 
@@ -175,7 +176,6 @@ def show(cfg: Config) -> dict[str, Any]:
     """Every setting: section, value (keys masked), source (default, file, env, invalid)."""
     # Lazy: render loads recall, search and the embedding client, which `realmem settings set`
     # and the other settings commands never need; only the table here does.
-    from realmem.read.render import table
     items = describe(cfg)
     rows = [[i["group"], i["key"], i["problem"] or (json.dumps(i["value"]) if not isinstance(i["value"], str)
                                                    else i["value"] or "—"), i["source"]] for i in items]

@@ -52,15 +52,15 @@ def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
         # The tasks' modules load the endpoint clients (httpx) and the gate: imported when a
         # task runs, so a front end that only sends wake-ups (`realmem status`) starts fast.
         def embed(home: str) -> None:
-            from realmem.jobs.embed import run_embed
+            from realmem.jobs.embed import run_embed  # lazy: see above
             run_embed(Path(home))
 
         def urgency(home: str) -> None:
-            from realmem.jobs.urgency import run_urgency
+            from realmem.jobs.urgency import run_urgency  # lazy: see above
             run_urgency(Path(home))
 
         def retry(home: str) -> None:
-            from realmem.jobs.retry import retry_due
+            from realmem.jobs.retry import retry_due  # lazy: see above
             retry_due(Path(home))
 
         tasks = {name: h.task(name=name)(fn) for name, fn in

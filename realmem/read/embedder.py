@@ -13,6 +13,8 @@ from realmem.clients.embeddings import EmbeddingsClient
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.projections import index
 from realmem.logs import get_logger
+from realmem.projections.tables import MEMORY_COLS
+from realmem.projections.tables import memory_from_row
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
@@ -102,7 +104,6 @@ def embed_document(app: "Realmem", caption: str, content: str, content_hash: str
 
 def missing(app: "Realmem") -> list["Memory"]:
     """Memories whose embedding is not cached in the active space."""
-    from realmem.projections.tables import MEMORY_COLS, memory_from_row
     fp = index.active_fingerprint(app.conn) or ""
     cols = ", ".join("m." + c.strip() for c in MEMORY_COLS.split(","))
     rows = app.conn.execute(

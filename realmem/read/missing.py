@@ -12,6 +12,7 @@ from realmem.app import Realmem
 from realmem.events import types as ev
 from realmem.read.pathnotes import WHOLE
 from realmem.projections.state import Memory
+from realmem.app import RealmemError
 
 
 def renames(root: Path, limit: int = 2000) -> dict[str, str]:
@@ -125,7 +126,6 @@ def apply_suggestion(app: Realmem, key: tuple[str, str], path: str) -> Memory:
     row = app.conn.execute("SELECT suggested FROM missing_paths WHERE store=? AND id=? AND path=?",
                            (*key, path)).fetchone()
     if row is None or not row[0]:
-        from realmem.app import RealmemError
         raise RealmemError(f"no suggested location for {path}")
     m = app.memory(key)
     assert m is not None

@@ -16,6 +16,10 @@ from realmem.events import types as ev
 from realmem.stores.project import SCOPES
 from realmem.read.prompt import file_hash, imported
 from realmem.words import count
+from realmem.clients.errors import EndpointError
+from realmem.clients.errors import EndpointUnavailable
+from realmem.jobs.rewrite import chat_client
+from realmem.gate.remember import remember
 
 # The gate's actions after which the fact is in a store.
 KEPT_ACTIONS = (ev.Action.ADD, ev.Action.EDIT, ev.Action.MERGE, ev.Action.REINFORCE, ev.Action.WIDEN)
@@ -126,9 +130,6 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
     """`realmem import` without Pi: the configured chat model (rewriter endpoint, or the Pi
     bridge while a session runs) splits each file; every fact goes through the remember gate.
     Files already imported and unchanged are skipped unless ``force``."""
-    from realmem.clients.errors import EndpointError, EndpointUnavailable
-    from realmem.jobs.rewrite import chat_client
-    from realmem.gate.remember import remember
 
     paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
     if not paths:
