@@ -16,6 +16,7 @@ characters unicode61 treats as token characters, never containing a separator.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import unicodedata
@@ -30,8 +31,14 @@ if TYPE_CHECKING:
 # unicode61 tokenizer bundled with SQLite (its tables still class them as marks).
 _U61_SEPARATOR_LETTERS = "\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3"
 
-# One unicode61 token character: a letter or number, minus the exceptions above.
-_WORD = re.compile(rf"[^\W_{_U61_SEPARATOR_LETTERS}]+")
+
+# The patterns below are compiled on first use, not at import: compiling them costs ~3 ms,
+# which every start-up that loads this module (`realmem status`) would pay for nothing.
+@functools.cache
+def _word() -> re.Pattern[str]:
+    # One unicode61 token character: a letter or number, minus the exceptions above.
+    return re.compile(rf"[^\W_{_U61_SEPARATOR_LETTERS}]+")
+
 
 # Assigned letters and numbers of the Han, Hiragana, Katakana and Hangul blocks (Unicode
 # 14); kept to letters and numbers so a bigram is always a single unicode61 token.
@@ -51,8 +58,13 @@ _CJK_RANGES = (
     "\U0002b820-\U0002cea1\U0002ceb0-\U0002ebe0\U0002f800-\U0002fa1d"
     "\U00030000-\U0003134a"  # CJK extensions B-G and compatibility supplement
 )
-# Either a CJK run (group 1) or a run of anything else (group 2).
-_CHUNK = re.compile(rf"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
+
+
+@functools.cache
+def _chunk() -> re.Pattern[str]:
+    # Either a CJK run (group 1) or a run of anything else (group 2).
+    return re.compile(rf"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
+
 
 # Kana voicing marks are combining marks too, but dropping them would turn が into か.
 _KEPT_MARKS = frozenset("\u3099\u309a")
@@ -148,7 +160,7 @@ def _lower(word: str) -> str:
 
 def _word_tokens(segment: str) -> Iterator[str]:
     """Tokens of one ICU word: each alphanumeric run lowercased, then its parts if any."""
-    for run in _WORD.findall(segment):
+    for run in _word().findall(segment):
         yield _lower(run)
         parts = _identifier_parts(run)
         if len(parts) > 1:
@@ -166,7 +178,7 @@ def _cjk_tokens(run: str, *, unigrams: bool) -> Iterator[str]:
 
 
 def _tokens(text: str, *, unigrams: bool) -> Iterator[str]:
-    for match in _CHUNK.finditer(_normalise(text)):
+    for match in _chunk().finditer(_normalise(text)):
         cjk, other = match.groups()
         if cjk is not None:
             yield from _cjk_tokens(cjk, unigrams=unigrams)
@@ -226,7 +238,9 @@ things something anything does dont doesn isn aren wasn don t s
 어떻 떻게 무엇 무슨 언제 어디 하나 나요 되나 있나 합니 니까 인가 는지 을까 할까
 """.split())
 
-_HIRAGANA = re.compile("[\u3041-\u3096\u309d-\u309f]")
+@functools.cache
+def _hiragana() -> re.Pattern[str]:
+    return re.compile("[\u3041-\u3096\u309d-\u309f]")
 
 
 def query_units(text: str) -> list[tuple[str, tuple[str, ...], bool]]:
@@ -248,7 +262,7 @@ def query_units(text: str) -> list[tuple[str, tuple[str, ...], bool]]:
             have[0].update(covers)
             units[unit] = (have[0], have[1] and topical)
 
-    for match in _CHUNK.finditer(_normalise(text)):
+    for match in _chunk().finditer(_normalise(text)):
         cjk, other = match.groups()
         if cjk is None:
             for segment in _word_segments(other):
@@ -257,12 +271,12 @@ def query_units(text: str) -> list[tuple[str, tuple[str, ...], bool]]:
                     put(token, {token, stem + "*"} if stem else {token}, token not in STOPWORDS)
             continue
         if len(cjk) == 1:
-            put(cjk, {cjk}, not _HIRAGANA.match(cjk))
+            put(cjk, {cjk}, not _hiragana().match(cjk))
             continue
         grams = [cjk[i:i + 2] for i in range(len(cjk) - 1)]
         for i, ch in enumerate(cjk):
             around = [g for g in grams[max(0, i - 1):i + 1]]
-            topical = not _HIRAGANA.match(ch) and not any(g in STOPWORDS for g in around)
+            topical = not _hiragana().match(ch) and not any(g in STOPWORDS for g in around)
             put(ch, set(around), topical)
     return [(u, tuple(sorted(c)), t) for u, (c, t) in units.items()]
 

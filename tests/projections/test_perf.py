@@ -122,7 +122,7 @@ def test_fast_path_is_taken_for_what_realmem_writes():
 
 def _icu_tokens(text: str) -> list[str]:
     out: list[str] = []
-    for match in tokenize._CHUNK.finditer(tokenize._normalise(text)):
+    for match in tokenize._chunk().finditer(tokenize._normalise(text)):
         cjk, other = match.groups()
         if cjk is not None:
             out.extend(tokenize._cjk_tokens(cjk, unigrams=True))
@@ -145,13 +145,16 @@ HEAVY = ("icu", "huey", "httpx", "ruamel", "mcp", "cattrs", "structlog", "asynci
 def test_status_imports_no_heavy_library_and_spawns_no_git(tmp_path, repo):
     """`realmem status` in a real git repository, once its stores are registered, never loads
     ICU, Huey, httpx, ruamel, mcp, cattrs or structlog (nothing is logged at the default
-    level), and with the root commit and the gitignore answer cached in REALMEM_HOME it
+    level) nor compiles the tokenizer's patterns, and with the root commit and the gitignore answer cached in REALMEM_HOME it
     spawns no git process at all."""
     code = ("import sys, runpy\n"
             "sys.argv = ['realmem', '--home', sys.argv[1], '--cwd', sys.argv[2], 'status']\n"
             "try:\n    runpy.run_module('realmem.interface.cli', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
-            f"print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})), file=sys.stderr)\n")
+            f"print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})), file=sys.stderr)\n"
+            # The tokenizer's patterns are compiled on first use: status tokenizes nothing.
+            "tk = sys.modules.get('realmem.projections.tokenize')\n"
+            "assert tk is None or not any(f.cache_info().currsize for f in (tk._word, tk._chunk, tk._hiragana))\n")
     # A git on PATH that notes each call and runs the real one.
     shim = tmp_path / "bin"
     shim.mkdir()
