@@ -469,6 +469,11 @@ def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
     return found[0] if found else None
 
 
+# The candidate's rarest words the BM25 neighbour search looks for: a near-duplicate shares
+# them, while its common words match most of a large store and FTS5 would score every match.
+BM25_TERMS = 8
+
+
 def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace) -> list[Memory]:
     cfg = app.config
     limit = max(1, min(254, int(cfg["gate.neighbors"])))
@@ -492,7 +497,7 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace) -> list
         emb.note = "no embedder configured: BM25 neighbours only"
     trace.embedding = emb
     text = f"{cand.caption}\n{cand.content}"
-    bm = search.bm25(app.conn, text, stores, limit)
+    bm = search.bm25(app.conn, text, stores, limit, max_terms=BM25_TERMS)
     kn = search.knn(app.conn, vector, stores, limit) if vector else []
     hits = search.fuse([bm], [kn] if kn else [], k=int(cfg["gate.rrfK"]), limit=limit)
     out: list[Memory] = []

@@ -33,8 +33,18 @@ def _store_filter(stores: Sequence[str]) -> tuple[str, list[str]]:
     return f"m.store IN ({','.join('?' * len(stores))}) AND m.quarantined IS NULL", list(stores)
 
 
-def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
-    match = fts_match(text)
+def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
+         max_terms: int | None = None) -> list[tuple[Key, float]]:
+    """The best ``limit`` BM25 matches of ``text``.  With ``max_terms`` only the text's
+    rarest (highest-idf) topical units are searched: a memory sharing the text's rare words
+    (a near-duplicate) still ranks first, while common words, which match most of a large
+    store and make FTS5 score every match, add no postings to read."""
+    if max_terms is None:
+        match = fts_match(text)
+    else:
+        weighted = _weighted_units(conn, text)
+        rarest = sorted(weighted, key=lambda u: -u[1])[:max(1, max_terms)]
+        match = _match({c for cs, _ in rarest for c in cs}) if rarest else None
     if match is None:
         return []
     return [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
@@ -52,6 +62,28 @@ def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -
         f"JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
         (match, limit * 4, *args, limit),
     ).fetchall()
+
+
+def _weighted_units(conn: apsw.Connection, text: str) -> list[tuple[tuple[str, ...], float]]:
+    """The topical query units of ``text`` (their covers) with their idf in the index."""
+    units = query_units(text)
+    covers = sorted({c for _, cs, topical in units if topical for c in cs})
+    if not covers:
+        return []
+    n, df = _frequencies(conn, covers)
+    # A unit weighs what its rarest known form weighs: a word the store never saw is as
+    # informative as the rarest one.
+    return [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
+
+
+def _match(covers: set[str]) -> str:
+    """An FTS5 OR expression of ``covers`` (a cover ending in ``*`` is a prefix query)."""
+    # A stem's prefix query already finds the word itself: leaving the word out halves the
+    # postings FTS5 reads for it.
+    stems = [c[:-1] for c in covers if c.endswith("*")]
+    return " OR ".join(('"' + c[:-1].replace('"', '""') + '"*') if c.endswith("*")
+                       else ('"' + c.replace('"', '""') + '"') for c in sorted(covers)
+                       if c.endswith("*") or not any(c.startswith(st) for st in stems))
 
 
 @attrs.define
@@ -110,14 +142,7 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
     with its English stem, or a CJK bigram around it.  Memories below ``min_coverage`` may
     be left out: the search only asks FTS5 for the heaviest units, enough that a memory with
     none of them cannot reach it, so common words add no postings to read."""
-    units = query_units(text)
-    covers = sorted({c for _, cs, topical in units if topical for c in cs})
-    if not covers:
-        return []
-    n, df = _frequencies(conn, covers)
-    # A unit weighs what its rarest known form weighs: a word the store never saw is as
-    # informative as the rarest one.
-    weighted = [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
+    weighted = _weighted_units(conn, text)
     total = sum(w for _, w in weighted)
     if total <= 0:
         return []
@@ -127,13 +152,7 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
             break
         needed.update(cs)
         rest -= w
-    # A stem's prefix query already finds the word itself: leaving the word out halves the
-    # postings FTS5 reads for it.
-    stems = [c[:-1] for c in needed if c.endswith("*")]
-    match = " OR ".join(('"' + c[:-1].replace('"', '""') + '"*') if c.endswith("*")
-                        else ('"' + c.replace('"', '""') + '"') for c in sorted(needed)
-                        if c.endswith("*") or not any(c.startswith(st) for st in stems))
-    rows = _top(conn, match, stores, limit)
+    rows = _top(conn, _match(needed), stores, limit)
     if not rows:
         return []
     texts = dict(((r, f" {c} {b} ") for r, c, b in conn.execute(
@@ -191,6 +210,8 @@ def vector_floor(conn: apsw.Connection) -> float | None:
 
 PREFILTER_MIN = 20_000  # vectors in the space before the binary prefilter pays off
 OVERSAMPLE = 4  # shortlist size per wanted result; vec0's cost grows with k, so keep it small
+SLACK = 64  # extra rows the exact KNN fetches to absorb rows filtered out after it
+KNN_MAX = 4096  # the largest k the KNN asks vec0 for
 
 
 def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
@@ -204,26 +225,31 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
         return []
     where, args = _store_filter(stores)
     blob = index.pack(vector)
-    # vec0 KNN cannot filter on columns of another table, so over-fetch then filter (cached
-    # vectors of edited or forgotten memories also take a slot until pruned).
-    k = min(4096, max(limit * 4, limit + 64))
     size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
-    if size >= PREFILTER_MIN and index.has_binary(conn):
-        k = min(4096, max(64, limit * OVERSAMPLE))
-        rows = conn.execute(
-            f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM "
-            f"(SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?) b "
-            f"JOIN embeddings e ON e.rowid = b.rowid JOIN memories m ON m.hash = e.hash "
-            f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?",
-            (blob, blob, k, *args, limit),
-        )
+    binary = size >= PREFILTER_MIN and index.has_binary(conn)
+    if binary:
+        sql = (f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM "
+               f"(SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?) b "
+               f"JOIN embeddings e ON e.rowid = b.rowid JOIN memories m ON m.hash = e.hash "
+               f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?")
+        head: tuple = (blob, blob)
+        k = max(64, limit * OVERSAMPLE)
     else:
-        rows = conn.execute(
-            f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
-            f"WHERE embedding MATCH ? AND k = ?) v JOIN embeddings e ON e.rowid = v.rowid "
-            f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?",
-            (blob, k, *args, limit),
-        )
+        sql = (f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
+               f"WHERE embedding MATCH ? AND k = ?) v JOIN embeddings e ON e.rowid = v.rowid "
+               f"JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?")
+        head = (blob,)
+        k = limit + SLACK
+    # vec0 KNN cannot filter on columns of another table (and a vector's hash may be shared
+    # by memories of several stores), so it fetches a few more than wanted and filters after;
+    # vec0's cost grows with k, so the shortlist grows only when other projects' or
+    # quarantined memories (or cached vectors of edited ones) left it short.
+    while True:
+        k = min(KNN_MAX, k)
+        rows = conn.execute(sql, (*head, k, *args, limit)).fetchall()
+        if len(rows) >= limit or k >= min(KNN_MAX, size):
+            break
+        k *= 4
     return [((s, i), 1.0 - dist) for s, i, dist in rows if dist is not None and math.isfinite(dist)]
 
 
