@@ -1,0 +1,116 @@
+"""The gate's neighbour search on stores large enough that its shortcuts matter: BM25 over the
+candidate's rarest words and a KNN that filters other projects' memories after vec0."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from realmem.app import Realmem
+from realmem.events import log
+from realmem.events import types as ev
+from realmem.gate import remember
+from realmem.projections import files, index, replay
+from realmem.read import search
+from realmem.storage import db
+from realmem.stores import ids
+from realmem.write.observe import open_attached
+
+from conftest import make_repo
+
+# Common words every memory draws from: each of them matches a large share of the store.
+COMMON = ("build test deploy docker postgres migration schema cache redis queue worker api auth token "
+          "config env release branch commit lint format type check bundle webpack vite node python "
+          "rust cargo module import export route handler request response timeout retry").split()
+DIMS = 32
+SPACE = "test-space"
+
+
+def _unit(rng: random.Random) -> list[float]:
+    v = [rng.gauss(0, 1) for _ in range(DIMS)]
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v]
+
+
+def _fill(app: Realmem, store: str, texts: list[tuple[str, str]], rng: random.Random
+          ) -> dict[tuple[str, str], list[float]]:
+    """Append one MemoryAdded per (caption, content) with a random cached vector, then replay
+    (thousands of memories through the full remember path would take minutes)."""
+    now = "2026-01-01T00:00:00.000Z"
+    taken: set[str] = set()
+    events = []
+    for caption, content in texts:
+        mem_id = ids.new_id()
+        name = files.file_name(caption, mem_id, taken)
+        taken.add(name)
+        text = files.render(id=mem_id, caption=caption, paths=["."], created=now, updated=now, content=content)
+        events.append(ev.MemoryAdded(store, mem_id, ev.Fields(caption, content, ["."], now, now, name, text), "test"))
+    vectors = {}
+    with db.transaction(app.conn):
+        for e in events:
+            log.append(app.conn, e)
+            v = _unit(rng)
+            index.cache_put(app.conn, ev.content_hash(e.fields.caption, e.fields.content), SPACE, v)
+            vectors[(e.store, e.memory_id)] = v
+        index.set_space(app.conn, SPACE, DIMS)
+    replay.replay(app)
+    return vectors
+
+
+def _common_text(rng: random.Random, i: int) -> tuple[str, str]:
+    words = rng.sample(COMMON, 12)
+    return f"{words[0]} {words[1]} uses {words[2]} ({i})", " ".join(words[3:]) + "."
+
+
+@pytest.mark.parametrize("rare", [True, False], ids=["with-rare-words", "common-words-only"])
+def test_near_duplicate_finds_its_twin_among_thousands_sharing_common_words(home: Path, repo: Path,
+                                                                            rare: bool) -> None:
+    rng = random.Random(11)
+    with open_attached(home, repo, scan=False) as app:
+        assert app.project is not None
+        store = app.project.shared_store
+        texts = [_common_text(rng, i) for i in range(3000)]
+        extra = "zephyrine quokkaflux " if rare else ""
+        twin = (f"redis cache uses worker {extra}timeout",
+                "Run the queue retry handler before deploy; the schema migration needs the token.")
+        texts.insert(1234, twin)
+        _fill(app, store, texts, rng)
+        key = next(k for k, (c, _) in zip(_keys(app, store), texts) if c == twin[0])
+        # The candidate restates the twin with one word changed.
+        cand = f"{twin[0]}\n{twin[1].replace('before', 'ahead of')}"
+        got = search.bm25(app.conn, cand, app.visible_stores(), 254, max_terms=remember.BM25_TERMS)
+        full = search.bm25(app.conn, cand, app.visible_stores(), 254)
+        assert [k for k, _ in got][:1] == [key]
+        assert [k for k, _ in full][:1] == [key]
+        assert len(got) == 254  # the common words still bring related memories along
+
+
+def _keys(app: Realmem, store: str) -> list[tuple[str, str]]:
+    """The store's memory keys in insertion order."""
+    return [(store, i) for (i,) in app.conn.execute("SELECT id FROM memories WHERE store=? ORDER BY rowid", (store,))]
+
+
+def test_knn_never_returns_other_projects_memories_and_meets_the_count(
+        home: Path, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(5)
+    other = make_repo(tmp_path / "other")
+    with open_attached(home, other, scan=False) as b:
+        assert b.project is not None
+        theirs = _fill(b, b.project.shared_store, [_common_text(rng, i) for i in range(1500)], rng)
+    with open_attached(home, repo, scan=False) as a:
+        assert a.project is not None
+        ours = _fill(a, a.project.shared_store, [_common_text(rng, i) for i in range(300)], rng)
+        visible = a.visible_stores()
+        assert b.project.shared_store not in visible
+        for path_min in (10**9, 1):  # the exact scan, then the binary prefilter
+            monkeypatch.setattr(search, "PREFILTER_MIN", path_min)
+            for _ in range(5):
+                # Aim at the other project: its memories fill vec0's first shortlist.
+                q = theirs[rng.choice(list(theirs))]
+                keys = [k for k, _ in search.knn(a.conn, q, visible, 254)]
+                assert len(keys) == 254 and len(set(keys)) == 254 and set(keys) <= set(ours)
+                # Every memory of ours asked for: all of them, not a shortlist's share.
+                assert {k for k, _ in search.knn(a.conn, q, visible, 300)} == set(ours)
