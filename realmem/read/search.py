@@ -36,15 +36,23 @@ def _store_filter(stores: Sequence[str]) -> tuple[str, list[str]]:
 def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
          max_terms: int | None = None) -> list[tuple[Key, float]]:
     """The best ``limit`` BM25 matches of ``text``.  With ``max_terms`` only the text's
-    rarest (highest-idf) topical units are searched: a memory sharing the text's rare words
-    (a near-duplicate) still ranks first, while common words, which match most of a large
-    store and make FTS5 score every match, add no postings to read."""
+    ``max_terms`` rarest (highest-idf) topical units are searched (more only while those
+    match fewer than ``limit`` memories): a memory sharing the text's rare words (a
+    near-duplicate) still ranks first, while common words, which match most of a large
+    store and make FTS5 score every match, add fewer postings to read."""
     if max_terms is None:
         match = fts_match(text)
     else:
-        weighted = _weighted_units(conn, text)
-        rarest = sorted(weighted, key=lambda u: -u[1])[:max(1, max_terms)]
-        match = _match({c for cs, _ in rarest for c in cs}) if rarest else None
+        covers: set[str] = set()
+        postings = 0
+        for i, (cs, _, df) in enumerate(sorted(_weighted_units(conn, text), key=lambda u: -u[1])):
+            # Past the cap only while the rare words match too few memories to fill the list,
+            # so a candidate of unique words still brings related memories along.
+            if i >= max(1, max_terms) and postings >= limit:
+                break
+            covers.update(cs)
+            postings += df
+        match = _match(covers) if covers else None
     if match is None:
         return []
     return [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
@@ -64,8 +72,8 @@ def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -
     ).fetchall()
 
 
-def _weighted_units(conn: apsw.Connection, text: str) -> list[tuple[tuple[str, ...], float]]:
-    """The topical query units of ``text`` (their covers) with their idf in the index."""
+def _weighted_units(conn: apsw.Connection, text: str) -> list[tuple[tuple[str, ...], float, int]]:
+    """The topical query units of ``text``: (their covers, idf, document frequency)."""
     units = query_units(text)
     covers = sorted({c for _, cs, topical in units if topical for c in cs})
     if not covers:
@@ -73,7 +81,8 @@ def _weighted_units(conn: apsw.Connection, text: str) -> list[tuple[tuple[str, .
     n, df = _frequencies(conn, covers)
     # A unit weighs what its rarest known form weighs: a word the store never saw is as
     # informative as the rarest one.
-    return [(cs, _idf(n, max((df[c] for c in cs), default=0))) for _, cs, topical in units if topical]
+    freq = [(cs, max((df[c] for c in cs), default=0)) for _, cs, topical in units if topical]
+    return [(cs, _idf(n, f), f) for cs, f in freq]
 
 
 def _match(covers: set[str]) -> str:
@@ -142,7 +151,7 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
     with its English stem, or a CJK bigram around it.  Memories below ``min_coverage`` may
     be left out: the search only asks FTS5 for the heaviest units, enough that a memory with
     none of them cannot reach it, so common words add no postings to read."""
-    weighted = _weighted_units(conn, text)
+    weighted = [(cs, w) for cs, w, _ in _weighted_units(conn, text)]
     total = sum(w for _, w in weighted)
     if total <= 0:
         return []
