@@ -45,6 +45,7 @@ from realmem.clients import (
 from realmem.config import Config
 from realmem.events.types import Key
 from realmem.clients import NotConfigured
+from realmem.projections import queries
 
 NONE = "none"
 PICKS = ("covered_by", "conflict_with", "merge_with")
@@ -115,7 +116,7 @@ def urgency_scores(app: Any, items: Iterable[tuple[Key, str]]) -> dict[Key, floa
     memory was never judged or was judged on other content or paths."""
     out: dict[Key, float | None] = {}
     for key, current in items:
-        row = app.conn.execute("SELECT valid_for, score FROM urgency WHERE store=? AND id=?", key).fetchone()
+        row = queries.urgency_score(app.conn, key)
         out[key] = row[1] if row and row[0] == current else None
     return out
 

@@ -48,6 +48,7 @@ from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
 from realmem.jobs.rewrite import rewrite
+from realmem.projections import queries
 
 logger = get_logger("realmem.gate.remember")
 
@@ -219,8 +220,7 @@ def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], N
     queued, so two processes retrying at once (two ``realmem retry``, or one beside the
     worker) never process one candidate twice: the loser skips it."""
     key = _project_key(app)
-    rows = app.conn.execute("SELECT candidate_id, next_try FROM pending WHERE project_key IS ? "
-                            "ORDER BY queued_seq", (key,)).fetchall()
+    rows = queries.pending_for(app.conn, key)
     now = log.now_iso()
     due = [cid for cid, next_try_at in rows if force or next_try_at <= now]
     out: list[Outcome] = []
@@ -263,7 +263,7 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
         logger.info("retry.claimed_elsewhere", candidate=cid, project_key=_project_key(app))
         return None
     try:
-        row = app.conn.execute("SELECT payload, next_try FROM pending WHERE candidate_id=?", (cid,)).fetchone()
+        row = queries.pending_entry(app.conn, cid)
         if row is None or not (force or row[1] <= now):
             return None  # done or rescheduled by whoever held the claim before us
         p = json.loads(row[0])
@@ -279,10 +279,10 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
             # A bug must not leave the candidate due at once: the worker would retry it in a
             # tight loop.  It backs off like any failed attempt, with the error recorded.
             logger.exception("retry.failed", candidate=cid, project_key=_project_key(app))
-            attempts = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cid,)).fetchone()
+            attempts = queries.pending_attempts(app.conn, cid)
             if attempts is not None:
                 app.emit([ev.CandidateRetried(cid, f"error: {type(exc).__name__}: {exc}",
-                                              next_try(app, attempts[0] + 1, None))])
+                                              next_try(app, attempts + 1, None))])
             return Outcome(Action.QUEUE, None, f"Kept a queued candidate after an error: {exc}", [], None,
                            queued=True)
     finally:
@@ -592,12 +592,12 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
 
 def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
     pk = _project_key(app)
-    row = app.conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (cand.candidate_id,)).fetchone()
+    attempts = queries.pending_attempts(app.conn, cand.candidate_id)
     trace.decision = attrs.evolve(trace.decision or DecisionTrace(), action=Action.QUEUE, rule=plan.rule,
                                   reason=plan.reason)
-    if row is not None:
+    if attempts is not None:
         events: list[ev.Event] = [ev.CandidateRetried(cand.candidate_id, plan.reason,
-                                                      next_try(app, row[0] + 1, plan.retry_after))]
+                                                      next_try(app, attempts + 1, plan.retry_after))]
     else:
         events = [ev.Decided(cand.candidate_id, pk, Action.QUEUE, plan.rule, None, dump(trace)),
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
@@ -616,7 +616,7 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings
 
 
 def _is_pending(app: Realmem, cid: str) -> bool:
-    return app.conn.execute("SELECT 1 FROM pending WHERE candidate_id=?", (cid,)).fetchone() is not None
+    return queries.is_pending(app.conn, cid)
 
 
 def _shared_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:

@@ -11,6 +11,7 @@ from realmem.gate.judge import tier, urgency_key, urgency_scores
 from realmem.read.pathnotes import WHOLE
 from realmem.stores.project import store_kind
 from realmem.read.render import memory_json
+from realmem.projections import queries
 
 GLYPHS = {"full": "●", "caption": "◐", "count": "○"}
 STALE = "Δ"  # its paths changed in git after it was written
@@ -34,9 +35,8 @@ def items(app: Realmem, *, query: str | None = None, semantic: bool = False) -> 
             mems = [m for m in mems if q in m.caption.lower() or q in m.content.lower()
                     or any(q in p.lower() for p in m.paths)]
     scores = urgency_scores(app, [((m.store, m.id), urgency_key(m)) for m in mems])
-    missing = {(s, i) for s, i in app.conn.execute("SELECT DISTINCT store, id FROM missing_paths")}
-    counts = {(s, i): (u, n) for s, i, u, n in app.conn.execute(
-        "SELECT store, id, used_count, path_inject_count FROM counters")}
+    missing = queries.missing_keys(app.conn)
+    counts = queries.all_counters(app.conn)
     high, mid = float(app.config["pathNotes.high"]), float(app.config["pathNotes.mid"])
     stale = freshness.flags_text(app, mems)
     out = []
@@ -69,8 +69,7 @@ def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
     data["file_path"] = str(app.store_dir(m.store) / m.file)
     specific = any(p not in WHOLE for p in m.paths)
     data["specific"] = specific
-    u = app.conn.execute("SELECT score, probabilities, confidence, source, valid_for FROM urgency WHERE store=? AND id=?",
-                         key).fetchone()
+    u = queries.urgency_row(app.conn, key)
     high, mid = float(app.config["pathNotes.high"]), float(app.config["pathNotes.mid"])
     if u:
         current = u[4] == urgency_key(m)
@@ -81,8 +80,7 @@ def detail(app: Realmem, key: tuple[str, str]) -> dict[str, Any]:
     score = u[0] if u and data["urgency"]["current"] else None
     data["glyph"] = glyph(score, specific, high, mid)
     data["thresholds"] = {"high": high, "mid": mid}
-    data["missing_paths"] = {p: s for p, s in app.conn.execute(
-        "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
+    data["missing_paths"] = queries.missing_paths(app.conn, key)
     found = freshness.flag(app, m)
     data["stale"] = found.to_json() if found else None
     return data

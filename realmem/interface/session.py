@@ -12,6 +12,7 @@ from realmem.frontend import hint
 from realmem.jobs.queue import ensure_worker
 from realmem.words import count
 from realmem.logs import get_logger
+from realmem.projections import queries
 
 logger = get_logger("realmem.interface.session")
 
@@ -33,17 +34,15 @@ def start(app: Realmem) -> dict[str, Any]:
         notes.append(f"Imported, so not in the prompt: {', '.join(_display(app, p) for p in stripped)} "
                      f"(realmem replaces {'it' if len(stripped) == 1 else 'them'}).")
     key = app.project.key if app.project else None
-    queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
+    queued = queries.queued_count(app.conn, key)
     if queued:
         notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
                      f"(retried automatically; {hint('retry')}).")
-    refused = [m for (m,) in app.conn.execute(
-        "SELECT message FROM problems WHERE problem='store-escape' AND store IN "
-        f"({','.join('?' * len(app.visible_stores()))})", app.visible_stores())]
+    refused = queries.escape_messages(app.conn, app.visible_stores())
     if refused:  # a planted symlink: say what and why, not just "could not be read"
         notes.extend(m[0].upper() + m[1:] + "." for m in refused)
         level = "warning"
-    problems = app.conn.execute("SELECT count(*) FROM problems WHERE problem!='store-escape'").fetchone()[0]
+    problems = queries.unreadable_count(app.conn)
     if problems:
         notes.append(f"{count(problems, 'fact file')} could not be read ({hint('status')}).")
         level = "warning"

@@ -17,6 +17,7 @@ from realmem.gate.remember import back_off_or_drop, retry
 from realmem.storage.lock import LockTimeout
 from realmem.stores.project import detect, forget_cache
 from realmem.write import observe
+from realmem.projections import queries
 
 
 def retry_due(home: Path, *, force: bool = False) -> int:
@@ -30,9 +31,7 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     conn_app = Realmem(home, home)
     try:
         now = evlog.now_iso()
-        rows = conn_app.conn.execute(
-            "SELECT candidate_id, project_key, cwd, attempts FROM pending WHERE ? OR next_try <= ? "
-            "ORDER BY queued_seq", (1 if force else 0, now)).fetchall()
+        rows = queries.pending_due(conn_app.conn, now, force=force)
         projects: dict[str | None, str] = {}
         gone: dict[str | None, tuple[str, list[tuple[str, int]]]] = {}
         forget_cache()  # a long-lived worker must see a first commit made since it started
@@ -77,7 +76,7 @@ def _project_gone(key: str | None, cwd: str) -> str | None:
 def _any_user_requested(home: Path) -> bool:
     app = Realmem(home, home)
     try:
-        for (payload,) in app.conn.execute("SELECT payload FROM pending"):
+        for payload in queries.pending_payloads(app.conn):
             if json.loads(payload).get("user_requested"):
                 return True
         return False

@@ -31,6 +31,7 @@ from realmem.storage import db, fsutil
 from realmem.storage.lock import LockTimeout, single_instance, stop_requested
 from realmem.stores.project import detect, forget_cache
 from realmem.logs import get_logger
+from realmem.projections import queries
 
 log = get_logger("realmem.worker")
 
@@ -48,11 +49,11 @@ def _waiting(conn, cfg, idle: float) -> bool:  # type: ignore[no-untyped-def]
         return False
     from datetime import datetime, timedelta, timezone
     horizon = (datetime.now(timezone.utc) + timedelta(seconds=idle)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (horizon,)).fetchone() is not None
+    return queries.any_due_by(conn, horizon)
 
 
 def _due(conn) -> bool:  # type: ignore[no-untyped-def]
-    return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (evlog.now_iso(),)).fetchone() is not None
+    return queries.any_due_by(conn, evlog.now_iso())
 
 
 def _endpoints(cfg) -> tuple[object, ...]:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from realmem.events import types as ev
 from realmem.read.pathnotes import WHOLE
 from realmem.projections.state import Memory
 from realmem.app import RealmemError
+from realmem.projections import queries
 
 
 def renames(root: Path, limit: int = 2000) -> dict[str, str]:
@@ -90,8 +91,7 @@ def check(app: Realmem) -> int:
         if gone and moved is None:
             moved = renames(app.project.root) if app.project.is_git else {}
         flags = {p: suggest(p, moved or {}) for p in gone}
-        current = {p: s for p, s in app.conn.execute(
-            "SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", (m.store, m.id))}
+        current = queries.missing_paths(app.conn, (m.store, m.id))
         if flags != current:
             events.append(ev.PathsChecked(m.store, m.id, flags))
         flagged += bool(gone)
@@ -123,8 +123,7 @@ def prune(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
 
 
 def apply_suggestion(app: Realmem, key: tuple[str, str], path: str) -> Memory:
-    row = app.conn.execute("SELECT suggested FROM missing_paths WHERE store=? AND id=? AND path=?",
-                           (*key, path)).fetchone()
+    row = queries.suggested_path(app.conn, key, path)
     if row is None or not row[0]:
         raise RealmemError(f"no suggested location for {path}")
     m = app.memory(key)

@@ -11,23 +11,20 @@ from realmem.jobs.queue import worker_status
 from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
 from realmem.stores.project import store_kind
 from realmem.words import count
+from realmem.projections import queries
 
 
 def gather(app: Realmem) -> dict[str, Any]:
     stores = []
     for store in app.visible_stores():
-        n = app.conn.execute("SELECT count(*), count(quarantined) FROM memories WHERE store=?", (store,)).fetchone()
+        n = queries.store_counts(app.conn, store)
         stores.append({"store": store, "scope": store_kind(store), "dir": str(app.store_dir(store)),
                        "memories": n[0], "quarantined": n[1]})
     key = app.project.key if app.project else None
-    queued = app.conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (key,)).fetchone()[0]
+    queued = queries.queued_count(app.conn, key)
     problems = [{"store": s, "file": f, "problem": p, "message": m, "line": ln}
-                for s, f, p, m, ln in app.conn.execute(
-                    f"SELECT store, file, problem, message, line FROM problems WHERE store IN "
-                    f"({','.join('?' * len(app.visible_stores()))})", app.visible_stores())]
-    missing = app.conn.execute(
-        f"SELECT count(DISTINCT id) FROM missing_paths WHERE store IN ({','.join('?' * len(app.visible_stores()))})",
-        app.visible_stores()).fetchone()[0]
+                for s, f, p, m, ln in queries.problems(app.conn, app.visible_stores())]
+    missing = queries.missing_count(app.conn, app.visible_stores())
     endpoints = {name: {"url": app.config[f"{name}.url"] or None, "model": app.config[f"{name}.model"] or "(auto)"}
                  for name in ("semif", "embedding", "rewriter")}
     # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.

@@ -33,6 +33,7 @@ from realmem.logs import get_logger
 from realmem.stores import ids
 from realmem.stores.project import GLOBAL, Project
 from realmem.write import memories
+from realmem.projections import queries
 
 logger = get_logger("realmem.write.observe")
 
@@ -490,7 +491,7 @@ def migrate_path_keyed(app: Realmem, p: Project) -> None:
 
 def _rekey_pending(app: Realmem, p: Project) -> None:
     """Queued candidates follow the project to its git key, as the personal store does."""
-    rows = app.conn.execute("SELECT candidate_id FROM pending WHERE project_key=?", (p.path_key,)).fetchall()
+    rows = queries.pending_ids(app.conn, p.path_key)
     if rows:
-        app.emit([ev.CandidateMoved(cid, p.key, str(p.root)) for (cid,) in rows])
+        app.emit([ev.CandidateMoved(cid, p.key, str(p.root)) for cid in rows])
         logger.info("queue.rekeyed", old=p.path_key, project_key=p.key, count=len(rows))

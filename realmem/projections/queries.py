@@ -1,0 +1,138 @@
+"""Named reads of the projection tables (pending, problems, missing_paths, counters, urgency,
+memories counts).
+
+Callers outside ``realmem/projections/`` ask these functions instead of writing SQL, so a
+table's columns and the queries on it are in one place.  Each function takes an open
+connection and runs one statement; none writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ",".join("?" * len(values))
+
+
+# -- pending (the queue of candidates waiting for the judge) --------------------------------
+
+def queued_count(conn: apsw.Connection, project_key: str | None) -> int:
+    """How many candidates are queued for a project (None: those queued without a project)."""
+    return conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (project_key,)).fetchone()[0]
+
+
+def any_due_by(conn: apsw.Connection, moment: str) -> bool:
+    """Whether some queued candidate's next try falls at or before ``moment`` (ISO UTC)."""
+    return conn.execute("SELECT 1 FROM pending WHERE next_try <= ? LIMIT 1", (moment,)).fetchone() is not None
+
+
+def pending_for(conn: apsw.Connection, project_key: str | None) -> list[tuple[str, str]]:
+    """(candidate id, next try) of a project's queued candidates, oldest first."""
+    return conn.execute("SELECT candidate_id, next_try FROM pending WHERE project_key IS ? "
+                        "ORDER BY queued_seq", (project_key,)).fetchall()
+
+
+def pending_ids(conn: apsw.Connection, project_key: str) -> list[str]:
+    """Ids of the candidates queued under exactly ``project_key`` (never the None key)."""
+    return [cid for (cid,) in conn.execute("SELECT candidate_id FROM pending WHERE project_key=?",
+                                           (project_key,))]
+
+
+def pending_due(conn: apsw.Connection, now: str, *, force: bool) -> list[tuple[str, str | None, str, int]]:
+    """(candidate id, project key, cwd, attempts) of every candidate due at ``now`` (``force``:
+    all of them), in queue order."""
+    return conn.execute(
+        "SELECT candidate_id, project_key, cwd, attempts FROM pending WHERE ? OR next_try <= ? "
+        "ORDER BY queued_seq", (1 if force else 0, now)).fetchall()
+
+
+def pending_payloads(conn: apsw.Connection) -> list[str]:
+    """The JSON payload of every queued candidate."""
+    return [payload for (payload,) in conn.execute("SELECT payload FROM pending")]
+
+
+def pending_entry(conn: apsw.Connection, candidate_id: str) -> tuple[str, str] | None:
+    """(payload, next try) of one queued candidate, or None once it is no longer queued."""
+    return conn.execute("SELECT payload, next_try FROM pending WHERE candidate_id=?", (candidate_id,)).fetchone()
+
+
+def pending_attempts(conn: apsw.Connection, candidate_id: str) -> int | None:
+    """How many times a queued candidate was tried, or None when it is not queued."""
+    row = conn.execute("SELECT attempts FROM pending WHERE candidate_id=?", (candidate_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def is_pending(conn: apsw.Connection, candidate_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM pending WHERE candidate_id=?", (candidate_id,)).fetchone() is not None
+
+
+# -- problems (fact files that could not be read) ------------------------------------------
+
+def problems(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, str, str, int | None]]:
+    """(store, file, problem, message, line) of the problems recorded in ``stores``."""
+    return conn.execute(f"SELECT store, file, problem, message, line FROM problems WHERE store IN "
+                        f"({_marks(stores)})", tuple(stores)).fetchall()
+
+
+def escape_messages(conn: apsw.Connection, stores: Sequence[str]) -> list[str]:
+    """Messages of the store-escape problems (a symlink out of the store) in ``stores``."""
+    return [m for (m,) in conn.execute("SELECT message FROM problems WHERE problem='store-escape' AND store IN "
+                                       f"({_marks(stores)})", tuple(stores))]
+
+
+def unreadable_count(conn: apsw.Connection) -> int:
+    """How many problems, in any store, are not store escapes (fact files that could not be read)."""
+    return conn.execute("SELECT count(*) FROM problems WHERE problem!='store-escape'").fetchone()[0]
+
+
+# -- missing_paths -------------------------------------------------------------------------
+
+def missing_count(conn: apsw.Connection, stores: Sequence[str]) -> int:
+    """How many memories in ``stores`` point at a path that no longer exists."""
+    return conn.execute(f"SELECT count(DISTINCT id) FROM missing_paths WHERE store IN ({_marks(stores)})",
+                        tuple(stores)).fetchone()[0]
+
+
+def missing_keys(conn: apsw.Connection) -> set[tuple[str, str]]:
+    """Keys of every memory with a missing path."""
+    return {(s, i) for s, i in conn.execute("SELECT DISTINCT store, id FROM missing_paths")}
+
+
+def missing_paths(conn: apsw.Connection, key: tuple[str, str]) -> dict[str, str | None]:
+    """One memory's missing paths, each with its suggested new location (or None)."""
+    return {p: s for p, s in conn.execute("SELECT path, suggested FROM missing_paths WHERE store=? AND id=?",
+                                          tuple(key))}
+
+
+def suggested_path(conn: apsw.Connection, key: tuple[str, str], path: str) -> tuple[str | None] | None:
+    """The row (suggested,) for one missing path of a memory, or None when it is not flagged."""
+    return conn.execute("SELECT suggested FROM missing_paths WHERE store=? AND id=? AND path=?",
+                        (*key, path)).fetchone()
+
+
+# -- counters, urgency, memories -----------------------------------------------------------
+
+def all_counters(conn: apsw.Connection) -> dict[tuple[str, str], tuple[int, int]]:
+    """(used count, path inject count) of every memory that has counters."""
+    return {(s, i): (u, n) for s, i, u, n in conn.execute(
+        "SELECT store, id, used_count, path_inject_count FROM counters")}
+
+
+def urgency_row(conn: apsw.Connection, key: tuple[str, str]) -> tuple[float, str, float, str, str] | None:
+    """(score, probabilities JSON, confidence, source, valid_for) of a memory's urgency judgement."""
+    return conn.execute("SELECT score, probabilities, confidence, source, valid_for FROM urgency "
+                        "WHERE store=? AND id=?", tuple(key)).fetchone()
+
+
+def urgency_score(conn: apsw.Connection, key: tuple[str, str]) -> tuple[str, float] | None:
+    """(valid_for, score) of a memory's urgency judgement, or None when never judged."""
+    return conn.execute("SELECT valid_for, score FROM urgency WHERE store=? AND id=?", tuple(key)).fetchone()
+
+
+def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
+    """(memories, quarantined memories) in one store."""
+    n = conn.execute("SELECT count(*), count(quarantined) FROM memories WHERE store=?", (store,)).fetchone()
+    return n[0], n[1]

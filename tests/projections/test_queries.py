@@ -1,0 +1,112 @@
+"""The named projection reads (``realmem.projections.queries``) against a real store: events
+are appended through the writer, the projector fills the tables, and each read answers from
+them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from realmem.app import Realmem
+from realmem.events import types as ev
+from realmem.projections import queries
+from realmem.write import memories
+from realmem.write.observe import open_attached
+
+
+@pytest.fixture
+def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Realmem]:
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
+    a = open_attached(home, repo, session="s1")
+    yield a
+    a.close()
+
+
+def _queue(app: Realmem, cid: str, key: str | None, next_try: str, payload: dict | None = None) -> None:
+    app.emit([ev.CandidateQueued(cid, key, str(app.cwd), payload or {"caption": cid}, "judge down", next_try)])
+
+
+def test_pending_reads(app: Realmem) -> None:
+    key = app.project.key
+    assert queries.queued_count(app.conn, key) == 0
+    assert not queries.any_due_by(app.conn, "9999-01-01T00:00:00.000Z")
+    _queue(app, "c1", key, "2020-01-01T00:00:00.000Z")
+    _queue(app, "c2", key, "2999-01-01T00:00:00.000Z", {"caption": "c2", "user_requested": True})
+    _queue(app, "c3", None, "2020-06-01T00:00:00.000Z")
+    _queue(app, "c4", "path:/elsewhere", "2020-06-01T00:00:00.000Z")
+
+    assert queries.queued_count(app.conn, key) == 2
+    assert queries.queued_count(app.conn, None) == 1  # IS ?: the None key counts its own
+    assert queries.pending_for(app.conn, key) == [("c1", "2020-01-01T00:00:00.000Z"),
+                                                  ("c2", "2999-01-01T00:00:00.000Z")]
+    assert [cid for cid, _ in queries.pending_for(app.conn, None)] == ["c3"]
+    assert queries.pending_ids(app.conn, "path:/elsewhere") == ["c4"]
+    assert queries.any_due_by(app.conn, "2020-01-01T00:00:00.000Z")
+    assert not queries.any_due_by(app.conn, "2019-12-31T23:59:59.999Z")
+
+    due = queries.pending_due(app.conn, "2021-01-01T00:00:00.000Z", force=False)
+    assert [(c, k, a) for c, k, _, a in due] == [("c1", key, 0), ("c3", None, 0), ("c4", "path:/elsewhere", 0)]
+    assert [r[0] for r in queries.pending_due(app.conn, "2000-01-01T00:00:00.000Z", force=True)] == \
+        ["c1", "c2", "c3", "c4"]
+    assert any('"user_requested": true' in p for p in queries.pending_payloads(app.conn))
+    assert len(queries.pending_payloads(app.conn)) == 4
+
+    entry = queries.pending_entry(app.conn, "c1")
+    assert entry is not None and entry[1] == "2020-01-01T00:00:00.000Z" and '"caption": "c1"' in entry[0]
+    assert queries.pending_attempts(app.conn, "c1") == 0
+    assert queries.is_pending(app.conn, "c1")
+
+    app.emit([ev.CandidateRetried("c1", "still down", "2030-01-01T00:00:00.000Z")])
+    assert queries.pending_attempts(app.conn, "c1") == 1
+    app.emit([ev.CandidateDone("c1", "written")])
+    assert queries.pending_entry(app.conn, "c1") is None
+    assert queries.pending_attempts(app.conn, "c1") is None
+    assert not queries.is_pending(app.conn, "c1")
+    assert queries.queued_count(app.conn, key) == 1
+
+
+def test_problem_reads(app: Realmem) -> None:
+    shared = app.store_for_scope("shared")
+    stores = app.visible_stores()
+    assert queries.problems(app.conn, stores) == []
+    app.emit([ev.FileProblem(shared, "bad.md", "malformed", "no frontmatter", 3, "d1"),
+              ev.FileProblem(shared, "", "store-escape", "the store is a symlink out of the project", None, "d2"),
+              ev.FileProblem("elsewhere-store", "x.md", "unreadable", "permission denied", None, "d3")])
+    assert sorted(queries.problems(app.conn, stores)) == [
+        (shared, "", "store-escape", "the store is a symlink out of the project", None),
+        (shared, "bad.md", "malformed", "no frontmatter", 3)]
+    assert queries.escape_messages(app.conn, stores) == ["the store is a symlink out of the project"]
+    assert queries.escape_messages(app.conn, ["elsewhere-store"]) == []
+    assert queries.unreadable_count(app.conn) == 2  # every store, escapes left out
+
+
+def test_missing_counter_urgency_and_store_reads(app: Realmem) -> None:
+    shared = app.store_for_scope("shared")
+    m = memories.add(app, "Build notes", "About src/a.py.", store=shared, stored_paths=["src/a.py"], source="add")
+    n = memories.add(app, "Other notes", "About lib/b.py.", store=shared, stored_paths=["lib/b.py"], source="add")
+    key, other = (m.store, m.id), (n.store, n.id)
+    assert queries.store_counts(app.conn, shared) == (2, 0)
+
+    app.emit([ev.PathsChecked(m.store, m.id, {"src/a.py": "src/new/a.py", "src/gone.py": None})])
+    assert queries.missing_count(app.conn, app.visible_stores()) == 1  # memories, not paths
+    assert queries.missing_count(app.conn, ["elsewhere-store"]) == 0
+    assert queries.missing_keys(app.conn) == {key}
+    assert queries.missing_paths(app.conn, key) == {"src/a.py": "src/new/a.py", "src/gone.py": None}
+    assert queries.missing_paths(app.conn, other) == {}
+    assert queries.suggested_path(app.conn, key, "src/a.py") == ("src/new/a.py",)
+    assert queries.suggested_path(app.conn, key, "src/gone.py") == (None,)
+    assert queries.suggested_path(app.conn, key, "README.md") is None
+
+    assert queries.urgency_row(app.conn, key) is None
+    assert queries.urgency_score(app.conn, key) is None
+    app.emit([ev.UrgencyJudged(m.store, m.id, "v1", 0.75, {"high": 0.75, "low": 0.25}, 0.5, "debug")])
+    assert queries.urgency_score(app.conn, key) == ("v1", 0.75)
+    row = queries.urgency_row(app.conn, key)
+    assert row is not None and (row[0], row[2], row[3], row[4]) == (0.75, 0.5, "debug", "v1")
+
+    assert queries.all_counters(app.conn)[key] == (0, 0)  # a counters row is made with the memory
+    app.emit([ev.RecallHit([key]), ev.PathNotesShown([key, other], ["src/a.py"], "read")])
+    counts = queries.all_counters(app.conn)
+    assert counts[key] == (1, 1) and counts[other] == (0, 1)
