@@ -35,10 +35,9 @@ from realmem.events import types as ev
 from realmem.events.types import Envelope, Key
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import GLOBAL, Project, detect, store_kind
-from realmem.projections import files, tables
+from realmem.projections import files, queries, tables
 from realmem.projections.projector import FILES, TABLE_ONLY, FileProjector, advance, position
 from realmem.projections.state import SMALL_TABLES, Memory, State, apply
-from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.logs import get_logger
 
 logger = get_logger("realmem")
@@ -109,7 +108,7 @@ class Realmem:
 
     def load_store_dirs(self) -> None:
         """Re-read the stores table (a registration or a replay rewrote it)."""
-        rows = self.conn.execute("SELECT store, dir, root FROM stores").fetchall()
+        rows = queries.store_locations(self.conn)
         self.store_dirs = {store: Path(d) for store, d, _ in rows}
         self.store_roots = {store: Path(root) if root else None for store, _, root in rows}
         self._escapes.clear()
@@ -185,27 +184,19 @@ class Realmem:
         return why
 
     def memory(self, key: Key) -> Memory | None:
-        row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
-        return memory_from_row(row) if row else None
+        return queries.memory(self.conn, key)
 
     def memories(self, stores: Sequence[str] | None = None, *, include_quarantined: bool = False) -> list[Memory]:
-        stores = list(stores or self.visible_stores())
-        q = f"SELECT {MEMORY_COLS} FROM memories WHERE store IN ({','.join('?' * len(stores))})"
-        if not include_quarantined:
-            q += " AND quarantined IS NULL"
-        return [memory_from_row(r) for r in self.conn.execute(q, stores)]
+        return queries.memories_in(self.conn, list(stores or self.visible_stores()),
+                                   include_quarantined=include_quarantined)
 
     def counters(self, key: Key) -> tuple[int, int]:
-        row = self.conn.execute("SELECT used_count, path_inject_count FROM counters WHERE store=? AND id=?", key).fetchone()
-        return (row[0], row[1]) if row else (0, 0)
+        return queries.counters(self.conn, key)
 
     def resolve(self, value: str, stores: Sequence[str] | None = None, *, include_quarantined: bool = True) -> Key:
         """A short id, canonical id or unique prefix -> (store, id) among visible stores."""
         stores = list(stores or self.visible_stores())
-        q = f"SELECT store, id FROM memories WHERE store IN ({','.join('?' * len(stores))})"
-        if not include_quarantined:
-            q += " AND quarantined IS NULL"
-        rows = self.conn.execute(q, stores).fetchall()
+        rows = queries.memory_keys(self.conn, stores, include_quarantined=include_quarantined)
         by_id: dict[str, str] = {}
         for store, mem_id in rows:
             by_id.setdefault(mem_id, store)  # visible_stores order: most specific wins
@@ -317,8 +308,7 @@ class Realmem:
             store = e.to_store if isinstance(e, ev.MemoryMoved) else e.store
             current = self.memory((store, e.id))
             if current is None or current.file != fields.file:
-                other = self.conn.execute("SELECT 1 FROM memories WHERE store=? AND file=? AND id!=?",
-                                          (store, fields.file, e.id)).fetchone()
+                other = queries.file_used_by_other(self.conn, store, fields.file, e.id)
                 on_disk = self._has_store(store) and (self.store_dir(store) / fields.file).exists()
                 if other or on_disk or (store, fields.file) in claimed:
                     taken = self.taken_names(store, exclude=e.id) | {f for s, f in claimed if s == store}
@@ -396,7 +386,7 @@ class Realmem:
     # --- building write events -----------------------------------------------------------
 
     def taken_names(self, store: str, exclude: str | None = None) -> set[str]:
-        names = {r[0] for r in self.conn.execute("SELECT file FROM memories WHERE store=? AND id IS NOT ?", (store, exclude))}
+        names = queries.file_names(self.conn, store, exclude=exclude)
         d = self.store_dir(store)
         if d.is_dir():
             names.update(p.name for p in d.glob("*.md"))

@@ -26,8 +26,7 @@ from realmem.config import Config
 from realmem.events import log
 from realmem.events import types as ev
 from realmem.jobs import queue
-from realmem.projections import index
-from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.projections import index, projector, queries
 from realmem.logs import get_logger
 
 if TYPE_CHECKING:
@@ -47,8 +46,7 @@ ADVANCE_AFTER = 1000
 
 
 def position(conn: apsw.Connection) -> int:
-    row = conn.execute("SELECT seq FROM projection_state WHERE name=?", (POSITION,)).fetchone()
-    return int(row[0]) if row else 0
+    return projector.position(conn, POSITION)
 
 
 def _set_position(conn: apsw.Connection, seq: int) -> None:
@@ -78,14 +76,13 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
                 wanted.add("retry")
             continue
         store = e.to_store if isinstance(e, ev.MemoryMoved) else e.store
-        row = conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", (store, e.id)).fetchone()
-        if row is None:  # deleted, or changed again and moved on since: a later event says so
+        m = queries.memory(conn, (store, e.id))
+        if m is None:  # deleted, or changed again and moved on since: a later event says so
             continue
-        m = memory_from_row(row)
         if config["embedding.url"] and (not fingerprint or index.cache_get(conn, m.hash, fingerprint) is None):
             wanted.add("embed")
         if config["semif.url"] and judge.specific_paths(m.paths):
-            urgency = conn.execute("SELECT valid_for FROM urgency WHERE store=? AND id=?", (m.store, m.id)).fetchone()
+            urgency = queries.urgency_score(conn, (m.store, m.id))
             if urgency is None or urgency[0] != judge.urgency_key(m):
                 wanted.add("urgency")
     return wanted

@@ -15,24 +15,16 @@ from realmem.events import types as ev
 from realmem.gate.judge import judge_urgency, specific_paths, urgency_key
 from realmem.jobs.embed import open_home
 from realmem.projections.state import Memory
-from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.logs import get_logger
+from realmem.projections import queries
 
 log = get_logger("realmem.jobs.urgency")
 
 
 def stale(app) -> list[Memory]:  # type: ignore[no-untyped-def]
     """Memories with specific paths whose urgency is missing or stale."""
-    cols = ", ".join("m." + c.strip() for c in MEMORY_COLS.split(","))
-    rows = app.conn.execute(
-        f"SELECT {cols}, u.valid_for FROM memories m LEFT JOIN urgency u ON u.store = m.store AND u.id = m.id "
-        "WHERE m.quarantined IS NULL")
-    out = []
-    for row in rows:
-        m = memory_from_row(row[:-1])
-        if specific_paths(m.paths) and row[-1] != urgency_key(m):
-            out.append(m)
-    return out
+    return [m for m, valid_for in queries.memories_with_urgency(app.conn)
+            if specific_paths(m.paths) and valid_for != urgency_key(m)]
 
 
 def judge_one(app, m: Memory, *, source: str = "background") -> bool:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
-"""Named reads of the projection tables (pending, problems, missing_paths, counters, urgency,
-memories counts).
+"""Named reads of the projection tables (memories, pending, problems, missing_paths, counters,
+urgency, embeddings, imported_files, stores, projection_state).
 
 Callers outside ``realmem/projections/`` ask these functions instead of writing SQL, so a
 table's columns and the queries on it are in one place.  Each function takes an open
@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
+
+from realmem.projections.state import Memory
+from realmem.projections.tables import MEMORY_COLS, memory_from_row
 
 
 def _marks(values: Sequence[object]) -> str:
@@ -136,3 +139,94 @@ def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
     """(memories, quarantined memories) in one store."""
     n = conn.execute("SELECT count(*), count(quarantined) FROM memories WHERE store=?", (store,)).fetchone()
     return n[0], n[1]
+
+
+# -- memories ------------------------------------------------------------------------------
+
+# MEMORY_COLS qualified by the memories alias ``m``, for the reads that join another table.
+_M_COLS = ", ".join("m." + c.strip() for c in MEMORY_COLS.split(","))
+
+
+def memory(conn: apsw.Connection, key: tuple[str, str]) -> Memory | None:
+    row = conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", tuple(key)).fetchone()
+    return memory_from_row(row) if row else None
+
+
+def memories_in(conn: apsw.Connection, stores: Sequence[str], *, include_quarantined: bool = False) -> list[Memory]:
+    q = f"SELECT {MEMORY_COLS} FROM memories WHERE store IN ({_marks(stores)})"
+    if not include_quarantined:
+        q += " AND quarantined IS NULL"
+    return [memory_from_row(r) for r in conn.execute(q, tuple(stores))]
+
+
+def memory_keys(conn: apsw.Connection, stores: Sequence[str], *, include_quarantined: bool) -> list[tuple[str, str]]:
+    q = f"SELECT store, id FROM memories WHERE store IN ({_marks(stores)})"
+    if not include_quarantined:
+        q += " AND quarantined IS NULL"
+    return conn.execute(q, tuple(stores)).fetchall()
+
+
+def file_used_by_other(conn: apsw.Connection, store: str, file: str, memory_id: str) -> bool:
+    """Whether another memory of ``store`` than ``memory_id`` has the file name ``file``."""
+    return conn.execute("SELECT 1 FROM memories WHERE store=? AND file=? AND id!=?",
+                        (store, file, memory_id)).fetchone() is not None
+
+
+def file_names(conn: apsw.Connection, store: str, *, exclude: str | None = None) -> set[str]:
+    """The file names of the memories of ``store``, but memory ``exclude``'s."""
+    return {r[0] for r in conn.execute("SELECT file FROM memories WHERE store=? AND id IS NOT ?", (store, exclude))}
+
+
+def counters(conn: apsw.Connection, key: tuple[str, str]) -> tuple[int, int]:
+    """(used count, path inject count) of one memory, (0, 0) when it has none."""
+    row = conn.execute("SELECT used_count, path_inject_count FROM counters WHERE store=? AND id=?",
+                       tuple(key)).fetchone()
+    return (row[0], row[1]) if row else (0, 0)
+
+
+def memories_with_urgency(conn: apsw.Connection) -> list[tuple[Memory, str | None]]:
+    """Every unquarantined memory with the ``valid_for`` of its urgency judgement (None: never judged)."""
+    rows = conn.execute(f"SELECT {_M_COLS}, u.valid_for FROM memories m LEFT JOIN urgency u "
+                        "ON u.store = m.store AND u.id = m.id WHERE m.quarantined IS NULL")
+    return [(memory_from_row(row[:-1]), row[-1]) for row in rows]
+
+
+def unembedded(conn: apsw.Connection, fingerprint: str) -> list[Memory]:
+    """Unquarantined memories whose embedding is not cached in the space ``fingerprint``."""
+    rows = conn.execute(f"SELECT {_M_COLS} FROM memories m LEFT JOIN embeddings e ON e.hash = m.hash "
+                        "AND e.fingerprint = ? WHERE e.hash IS NULL AND m.quarantined IS NULL", (fingerprint,))
+    return [memory_from_row(r) for r in rows]
+
+
+def most_used(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, str, str, int]]:
+    """(store, id, caption, paths JSON, used count) of the unquarantined memories in ``stores``,
+    most used first, then most recently updated."""
+    return conn.execute(
+        f"SELECT m.store, m.id, m.caption, m.paths, coalesce(c.used_count, 0) AS used FROM memories m "
+        f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id WHERE m.quarantined IS NULL "
+        f"AND m.store IN ({_marks(stores)}) ORDER BY used DESC, m.updated DESC, m.id", tuple(stores)).fetchall()
+
+
+def updated_and_paths(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str]]:
+    """(updated, paths JSON) of the unquarantined memories in ``stores``: two columns, not whole
+    memories (session start at 10k memories waits on this)."""
+    return conn.execute(f"SELECT updated, paths FROM memories WHERE quarantined IS NULL AND store IN "
+                        f"({_marks(stores)})", tuple(stores)).fetchall()
+
+
+# -- imported_files, stores ------------------------------------------------------------
+
+def imported_hash(conn: apsw.Connection, path: str) -> str | None:
+    """The hash recorded when the context file at absolute ``path`` was imported."""
+    row = conn.execute("SELECT hash FROM imported_files WHERE path=?", (path,)).fetchone()
+    return None if row is None else row[0]
+
+
+def imported_paths(conn: apsw.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT path FROM imported_files ORDER BY path")]
+
+
+def store_locations(conn: apsw.Connection) -> list[tuple[str, str, str | None]]:
+    """(store, dir, root) of every registered store."""
+    return conn.execute("SELECT store, dir, root FROM stores").fetchall()
+

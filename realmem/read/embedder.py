@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING
 from realmem.storage import db
 from realmem.clients.embeddings import EmbeddingsClient
 from realmem.clients.errors import EndpointError, EndpointUnavailable
-from realmem.projections import index
+from realmem.projections import index, queries
 from realmem.logs import get_logger
-from realmem.projections.tables import MEMORY_COLS
-from realmem.projections.tables import memory_from_row
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
@@ -104,12 +102,7 @@ def embed_document(app: "Realmem", caption: str, content: str, content_hash: str
 
 def missing(app: "Realmem") -> list["Memory"]:
     """Memories whose embedding is not cached in the active space."""
-    fp = index.active_fingerprint(app.conn) or ""
-    cols = ", ".join("m." + c.strip() for c in MEMORY_COLS.split(","))
-    rows = app.conn.execute(
-        f"SELECT {cols} FROM memories m LEFT JOIN embeddings e ON e.hash = m.hash AND e.fingerprint = ? "
-        "WHERE e.hash IS NULL AND m.quarantined IS NULL", (fp,))
-    return [memory_from_row(r) for r in rows]
+    return queries.unembedded(app.conn, index.active_fingerprint(app.conn) or "")
 
 
 def embed_missing(app: "Realmem", *, batch: int = 64, progress=None) -> int:

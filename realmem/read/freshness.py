@@ -37,6 +37,7 @@ from realmem.stores.project import GLOBAL, _git, _git_dirs, _git_env, _GitDirs, 
 from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
+from realmem.projections import queries
 
 logger = get_logger("realmem.read.freshness")
 
@@ -316,9 +317,7 @@ def _oldest_update(app: Realmem) -> float:
     """The oldest ``updated`` of the visible path-scoped memories: one history read then serves
     every memory, not just the few the first caller asked about."""
     stores = app.visible_stores()
-    rows = app.conn.execute(  # two columns, not whole memories: session start at 10k memories waits on this
-        f"SELECT updated, paths FROM memories WHERE quarantined IS NULL AND store IN ({','.join('?' * len(stores))})",
-        stores)
+    rows = queries.updated_and_paths(app.conn, stores)
     times = [epoch(updated) for updated, stored in rows if any(p not in WHOLE for p in json.loads(stored))]
     return min((t for t in times if t is not None), default=float("inf"))
 

@@ -14,6 +14,7 @@ from typing import Any
 from realmem.stores import ids
 from realmem.app import Realmem
 from realmem.read.pathnotes import WHOLE, attached_counts
+from realmem.projections import queries
 
 INTRO = """\
 realmem is your only long-term memory system. Ignore MEMORY.md, Claude memory, surmem, and \
@@ -32,12 +33,7 @@ realmem_forget it."""
 
 def section(app: Realmem) -> str:
     n = int(app.config["prompt.captions"])
-    rows = app.conn.execute(
-        f"SELECT m.store, m.id, m.caption, m.paths, coalesce(c.used_count, 0) AS used FROM memories m "
-        f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id WHERE m.quarantined IS NULL "
-        f"AND m.store IN ({','.join('?' * len(app.visible_stores()))}) ORDER BY used DESC, m.updated DESC, m.id",
-        app.visible_stores(),
-    ).fetchall()
+    rows = queries.most_used(app.conn, app.visible_stores())
     wide = [r for r in rows if set(json.loads(r[3])) <= WHOLE][:n]
     parts = ["<realmem>", INTRO]
     if wide:
@@ -61,8 +57,8 @@ def _abs(app: Realmem, path: str) -> str:
 
 def imported(app: Realmem, path: str, content: str) -> bool:
     """Imported, and unchanged since (a changed file has facts realmem does not know yet)."""
-    row = app.conn.execute("SELECT hash FROM imported_files WHERE path=?", (_abs(app, path),)).fetchone()
-    return row is not None and row[0] == file_hash(content)
+    recorded = queries.imported_hash(app.conn, _abs(app, path))
+    return recorded is not None and recorded == file_hash(content)
 
 
 # What Pi writes before the context-file blocks (pi-coding-agent 0.73.1, core/system-prompt.js).
@@ -94,7 +90,7 @@ def strip_context_files(app: Realmem, system_prompt: str, context_files: list[di
 def stripped_files(app: Realmem) -> list[str]:
     """The context files Pi loads for this cwd (AGENTS.md / CLAUDE.md in the cwd and its
     ancestors) that realmem will strip: imported and unchanged since."""
-    rows = [r[0] for r in app.conn.execute("SELECT path FROM imported_files ORDER BY path")]
+    rows = queries.imported_paths(app.conn)
     ancestors = {app.cwd, *app.cwd.parents}
     out = []
     for path in rows:

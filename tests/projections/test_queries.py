@@ -110,3 +110,31 @@ def test_missing_counter_urgency_and_store_reads(app: Realmem) -> None:
     app.emit([ev.RecallHit([key]), ev.PathNotesShown([key, other], ["src/a.py"], "read")])
     counts = queries.all_counters(app.conn)
     assert counts[key] == (1, 1) and counts[other] == (0, 1)
+
+
+def test_memory_reads(app: Realmem) -> None:
+    shared = app.store_for_scope("shared")
+    m = memories.add(app, "Build notes", "About src/a.py.", store=shared, stored_paths=["src/a.py"], source="add")
+    n = memories.add(app, "Whole project", "Use make.", store=shared, stored_paths=["."], source="add")
+    key = (m.store, m.id)
+    assert queries.memory(app.conn, key) == m
+    assert queries.memory(app.conn, (shared, "no-such-id")) is None
+    assert {x.id for x in queries.memories_in(app.conn, [shared])} == {m.id, n.id}
+    assert sorted(queries.memory_keys(app.conn, [shared], include_quarantined=False)) == sorted([key, (n.store, n.id)])
+    assert queries.file_used_by_other(app.conn, shared, m.file, n.id)
+    assert not queries.file_used_by_other(app.conn, shared, m.file, m.id)
+    assert queries.file_names(app.conn, shared) == {m.file, n.file}
+    assert queries.file_names(app.conn, shared, exclude=m.id) == {n.file}
+    assert queries.counters(app.conn, key) == (0, 0)
+    app.emit([ev.RecallHit([(n.store, n.id)]), ev.RecallHit([(n.store, n.id)])])
+    assert queries.counters(app.conn, (n.store, n.id)) == (2, 0)
+    assert [r[1] for r in queries.most_used(app.conn, [shared])] == [n.id, m.id]  # most used first
+    assert sorted(queries.updated_and_paths(app.conn, [shared])) == sorted(
+        [(m.updated, '["src/a.py"]'), (n.updated, '["."]')])
+    assert {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)} == {(m.id, None), (n.id, None)}
+    app.emit([ev.UrgencyJudged(m.store, m.id, "v1", 0.5, {}, None, "debug")])
+    assert (m.id, "v1") in {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)}
+    assert {x.id for x in queries.unembedded(app.conn, "no-space")} == {m.id, n.id}
+    assert queries.imported_hash(app.conn, "/nowhere/AGENTS.md") is None
+    assert queries.imported_paths(app.conn) == []
+    assert shared in {s for s, _, _ in queries.store_locations(app.conn)}
