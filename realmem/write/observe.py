@@ -73,10 +73,17 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
     out: list[ev.Envelope] = []
     for store in stores or app.visible_stores():
         dir_stamp = _dir_stamp(app, store)
-        if not full and dir_stamp != -1 and (dir_stamp is not None and _unchanged(app, store, dir_stamp)
-                                             or backlog(app, [store]) == 0):
-            continue  # nothing to read: no lease, no transaction
         started = time.time_ns()
+        if not full and dir_stamp != -1:
+            if dir_stamp is not None and _unchanged(app, store, dir_stamp):
+                continue  # a large store whose directory has not changed: nothing to read
+            if backlog(app, [store]) == 0:
+                # Nothing to read; a large store's stamp is recorded (once) so the next open
+                # need not stat its files again.
+                if dir_stamp is not None and _settled(dir_stamp, started) and _file_count(app, store) > QUICK_OPEN_FILES:
+                    with app.conn:
+                        _record_dir(app, store, dir_stamp, started)
+                continue
         reads = _Reads()
         events, seen, on_disk = _scan_store(app, store, reads)
         if events:
@@ -92,14 +99,26 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
                 continue
         with app.conn:
             app.projector.record_seen(store, seen)
-            if dir_stamp is not None and 0 < dir_stamp < started - _RACY_NS:
-                count = app.conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?",
-                                         (store, _DIR_ROW)).fetchone()[0]
-                seen_dir: dict[str, tuple[int, int] | None] = {_DIR_ROW: (dir_stamp, count)}
-            else:
-                seen_dir = {_DIR_ROW: None}
-            app.projector.record_seen(store, seen_dir)
+            _record_dir(app, store, dir_stamp, started)
     return out
+
+
+def _settled(dir_stamp: int, started: int) -> bool:
+    return 0 < dir_stamp < started - _RACY_NS
+
+
+def _file_count(app: Realmem, store: str) -> int:
+    return app.conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?", (store, _DIR_ROW)).fetchone()[0]
+
+
+def _record_dir(app: Realmem, store: str, dir_stamp: int | None, started: int) -> None:
+    """Record the directory's stamp (and how many files it held) once every file in it is
+    recorded; a stamp too close to ``started`` is not trusted, so none is kept."""
+    if dir_stamp is not None and _settled(dir_stamp, started):
+        seen_dir: dict[str, tuple[int, int] | None] = {_DIR_ROW: (dir_stamp, _file_count(app, store))}
+    else:
+        seen_dir = {_DIR_ROW: None}
+    app.projector.record_seen(store, seen_dir)
 
 
 # Session start reads at most this many new or changed fact files before answering; a larger

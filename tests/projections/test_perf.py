@@ -346,6 +346,37 @@ def test_open_skips_an_unchanged_large_store_and_session_start_sees_in_place_edi
         assert app.conn.execute("SELECT count(*) FROM memories WHERE content LIKE 'Edited again%'").fetchone()[0] == 1
 
 
+def test_after_a_replay_an_open_records_the_large_stores_stamp_once_and_then_skips_it(home, repo, monkeypatch):
+    """A replay resets file_stats: the next open stats the files (nothing changed) and keeps the
+    directory's stamp, so the open after that does not stat a large store's files at all."""
+    from realmem.projections import replay
+    from realmem.write import memories, observe
+    from realmem.write.observe import open_attached
+
+    monkeypatch.setattr(observe, "QUICK_OPEN_FILES", 1)  # two files count as a large store here
+    monkeypatch.setattr(observe, "_RACY_NS", 0)
+    with open_attached(home, repo) as app:
+        store = app.project.shared_store  # type: ignore[union-attr]
+        for caption in ("Use uv", "Lint with ruff"):
+            memories.add(app, caption, "Body.", store=store, stored_paths=["."], source="add")
+        replay.replay(app)
+    listed: list[str] = []
+    real = observe.backlog
+
+    def counted(app, stores=None):  # type: ignore[no-untyped-def]
+        listed.extend(stores or [])
+        return real(app, stores)
+
+    monkeypatch.setattr(observe, "backlog", counted)
+    with open_attached(home, repo):
+        pass
+    assert store in listed  # no stamp yet: the files were stat'ed, and nothing had changed
+    listed.clear()
+    with open_attached(home, repo):
+        pass
+    assert store not in listed
+
+
 BENCH_ROWS = {"status cold p50", "first prompt wait", "observe", "recall over rpc, hits counted, p50",
               "recall over rpc, hits counted, p95", "store open p95", "remember gate overhead p95", "rpc child peak RSS",
               "worker peak RSS", "path-note hook over rpc p95", "Claude Code hook p95", "MCP recall over stdio p95",
