@@ -57,22 +57,33 @@ def memories_by_key(conn: apsw.Connection, keys: Iterable[Key]) -> dict[Key, Mem
     return out
 
 
+def _rows_by_key(conn: apsw.Connection, cols: str, table: str, keys: Sequence[Key]) -> Iterator[tuple]:
+    """Rows of ``table`` (``store, id`` first, then ``cols``) for ``keys``: one query per 500
+    ids instead of one per key (a scan's batch loads 500 memories)."""
+    wanted = set(keys)
+    ids_ = sorted({k[1] for k in wanted})
+    for start in range(0, len(ids_), 500):
+        chunk = ids_[start:start + 500]
+        for row in conn.execute(f"SELECT store, id, {cols} FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
+                                chunk):
+            if (row[0], row[1]) in wanted:
+                yield row
+
+
 def load(conn: apsw.Connection, keys: Iterable[Key], small: Iterable[str] = ()) -> State:
     state = State()
-    for store, mem_id in set(keys):
-        row = conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", (store, mem_id)).fetchone()
-        if row is None:
-            continue
-        key = (store, mem_id)
-        state.memories[key] = memory_from_row(row)
-        c = conn.execute("SELECT used_count, path_inject_count FROM counters WHERE store=? AND id=?", key).fetchone()
-        state.counters[key] = Counter(*c) if c else Counter()
-        u = conn.execute("SELECT valid_for, score, probabilities, confidence, source FROM urgency WHERE store=? AND id=?", key).fetchone()
-        if u:
-            state.urgency[key] = Urgency(u[0], u[1], json.loads(u[2]), u[3], u[4])
-        missing = {p: s for p, s in conn.execute("SELECT path, suggested FROM missing_paths WHERE store=? AND id=?", key)}
-        if missing:
-            state.missing[key] = missing
+    wanted = list(set(keys))
+    if wanted:
+        state.memories.update(memories_by_key(conn, wanted))
+        found = list(state.memories)
+        for k in found:
+            state.counters[k] = Counter()
+        for row in _rows_by_key(conn, "used_count, path_inject_count", "counters", found):
+            state.counters[(row[0], row[1])] = Counter(row[2], row[3])
+        for row in _rows_by_key(conn, "valid_for, score, probabilities, confidence, source", "urgency", found):
+            state.urgency[(row[0], row[1])] = Urgency(row[2], row[3], json.loads(row[4]), row[5], row[6])
+        for row in _rows_by_key(conn, "path, suggested", "missing_paths", found):
+            state.missing.setdefault((row[0], row[1]), {})[row[2]] = row[3]
     for name in small:
         _LOADERS[name](conn, state)
     return state
@@ -102,57 +113,66 @@ _LOADERS = {"stores": _load_stores, "pending": _load_pending, "imported": _load_
 
 
 def save(conn: apsw.Connection, state: State, keys: Iterable[Key], small: Iterable[str] = ()) -> None:
-    """Write the rows for ``keys`` (deleting those absent from state) and whole small tables."""
-    for key in keys:
-        mem = state.memories.get(key)
-        if mem is None:
-            _delete_memory(conn, key)
-        else:
-            _upsert_memory(conn, mem, state.counters.get(key, Counter()), state.urgency.get(key), state.missing.get(key))
+    """Write the rows for ``keys`` (deleting those absent from state) and whole small tables,
+    one statement per table for the whole batch (a scan saves 500 memories at a time)."""
+    keys = list(dict.fromkeys(keys))
+    prev = {(r[0], r[1]): r[2:] for r in _rows_by_key(conn, "rowid, hash, paths, quarantined, caption",
+                                                        "memories", keys)}
+    gone = [k for k in keys if k not in state.memories]
+    kept = [state.memories[k] for k in keys if k in state.memories]
+    for key in gone:
+        if key in prev:
+            index.drop(conn, prev[key][0])
+    if gone:
+        for table in ("memories", "counters", "urgency", "missing_paths"):
+            conn.executemany(f"DELETE FROM {table} WHERE store=? AND id=?", gone)
+    if kept:
+        _upsert_memories(conn, state, kept, prev)
     for name in small:
         _SAVERS[name](conn, state)
 
 
-def _delete_memory(conn: apsw.Connection, key: Key) -> None:
-    row = conn.execute("SELECT rowid FROM memories WHERE store=? AND id=?", key).fetchone()
-    if row is not None:
-        index.drop(conn, row[0])
-    conn.execute("DELETE FROM memories WHERE store=? AND id=?", key)
-    conn.execute("DELETE FROM counters WHERE store=? AND id=?", key)
-    conn.execute("DELETE FROM urgency WHERE store=? AND id=?", key)
-    conn.execute("DELETE FROM missing_paths WHERE store=? AND id=?", key)
-
-
-def _upsert_memory(conn: apsw.Connection, m: Memory, c: Counter, u: Urgency | None, missing: dict[str, str | None] | None) -> None:
-    key = (m.store, m.id)
-    prev = conn.execute("SELECT rowid, hash, paths, quarantined, caption FROM memories WHERE store=? AND id=?", key).fetchone()
-    paths_json = json.dumps(m.paths, ensure_ascii=False)
-    conn.execute(
+def _upsert_memories(conn: apsw.Connection, state: State, mems: list[Memory], prev: dict[Key, tuple]) -> None:
+    rows = [(m.store, m.id, m.caption, m.content, json.dumps(m.paths, ensure_ascii=False), m.created, m.updated,
+             m.file, m.text, m.hash, m.source, m.quarantined, m.last_seq) for m in mems]
+    conn.executemany(
         f"INSERT INTO memories({MEMORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
         "ON CONFLICT(store, id) DO UPDATE SET caption=excluded.caption, content=excluded.content, "
         "paths=excluded.paths, created=excluded.created, updated=excluded.updated, file=excluded.file, "
         "text=excluded.text, hash=excluded.hash, source=excluded.source, quarantined=excluded.quarantined, "
         "last_seq=excluded.last_seq",
-        (m.store, m.id, m.caption, m.content, paths_json, m.created, m.updated, m.file, m.text, m.hash,
-         m.source, m.quarantined, m.last_seq),
+        rows,
     )
-    if prev is None or (prev[1], prev[2], prev[3], prev[4]) != (m.hash, paths_json, m.quarantined, m.caption):
-        rowid = prev[0] if prev is not None else conn.last_insert_rowid()
-        index.sync(conn, rowid, m, new=prev is None)
-    conn.execute(
+    new = [(m.store, m.id) for m in mems if (m.store, m.id) not in prev]
+    rowids = {(r[0], r[1]): r[2] for r in _rows_by_key(conn, "rowid", "memories", new)} if new else {}
+    for m, row in zip(mems, rows):
+        key = (m.store, m.id)
+        p = prev.get(key)
+        if p is None:
+            index.sync(conn, rowids[key], m, new=True)
+        elif (p[1], p[2], p[3], p[4]) != (m.hash, row[4], m.quarantined, m.caption):
+            index.sync(conn, p[0], m)
+    conn.executemany(
         "INSERT INTO counters(store, id, used_count, path_inject_count) VALUES (?,?,?,?) "
         "ON CONFLICT(store, id) DO UPDATE SET used_count=excluded.used_count, path_inject_count=excluded.path_inject_count",
-        (*key, c.used_count, c.path_inject_count),
+        [(m.store, m.id, c.used_count, c.path_inject_count)
+         for m in mems for c in (state.counters.get((m.store, m.id), Counter()),)],
     )
-    if prev is not None:  # a new memory has no rows here (they go with the memory): skip the deletes
-        conn.execute("DELETE FROM urgency WHERE store=? AND id=?", key)
-    if u is not None:
-        conn.execute("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
-                     (*key, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence, u.source))
-    if prev is not None:
-        conn.execute("DELETE FROM missing_paths WHERE store=? AND id=?", key)
-    for path, suggested in sorted((missing or {}).items()):
-        conn.execute("INSERT INTO missing_paths VALUES (?,?,?,?)", (*key, path, suggested))
+    # A new memory has no urgency or missing-path rows yet (they go with the memory): only
+    # the existing ones' are deleted before the current ones are written.
+    old = [(m.store, m.id) for m in mems if (m.store, m.id) in prev]
+    if old:
+        conn.executemany("DELETE FROM urgency WHERE store=? AND id=?", old)
+        conn.executemany("DELETE FROM missing_paths WHERE store=? AND id=?", old)
+    urgent = [((m.store, m.id), u) for m in mems if (u := state.urgency.get((m.store, m.id))) is not None]
+    if urgent:
+        conn.executemany("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
+                         [(*k, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence,
+                           u.source) for k, u in urgent])
+    missing = [(m.store, m.id, path, suggested) for m in mems
+               for path, suggested in sorted((state.missing.get((m.store, m.id)) or {}).items())]
+    if missing:
+        conn.executemany("INSERT INTO missing_paths VALUES (?,?,?,?)", missing)
 
 
 def save_all(conn: apsw.Connection, state: State) -> None:
