@@ -27,26 +27,32 @@ def _token_key(caption: str, body: str) -> str:
     return hashlib.sha256(f"{caption}\0{body}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _tokens(conn: apsw.Connection, caption: str, content: str, paths: list[str]) -> tuple[str, str]:
-    """(caption tokens, body tokens), through the token cache.  Paths are indexed so a query
-    "db migrations" finds a fact about db/migrations."""
-    body = content + "\n" + " ".join(paths)
-    key = _token_key(caption, body)
-    row = conn.execute("SELECT caption, body FROM fts_tokens WHERE key=?", (key,)).fetchone()
-    if row is not None:
-        return row[0], row[1]
-    toks = index_text(caption), index_text(body)
-    conn.execute("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", (key, *toks))
-    return toks
-
-
-def sync(conn: apsw.Connection, rowid: int, m: Memory, *, new: bool = False) -> None:
-    """Index ``m`` under ``rowid``; ``new``: the row was just inserted, nothing to replace."""
-    if not new:
-        conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
-    if m.quarantined is None:
-        conn.execute("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
-                     (rowid, *_tokens(conn, m.caption, m.content, m.paths)))
+def sync(conn: apsw.Connection, rows: list[tuple[int, Memory, bool]]) -> None:
+    """Index each (rowid, memory, new) (``new``: the row was just inserted, nothing to
+    replace), through the token cache: one statement per table for the batch, and only the
+    texts the cache does not hold are tokenized.  Paths are indexed so a query "db
+    migrations" finds a fact about db/migrations."""
+    conn.executemany("DELETE FROM memories_fts WHERE rowid=?", [(rowid,) for rowid, _, new in rows if not new])
+    wanted = {}
+    for rowid, m, _ in rows:
+        if m.quarantined is None:
+            body = m.content + "\n" + " ".join(m.paths)
+            wanted[rowid] = (_token_key(m.caption, body), m.caption, body)
+    keys = sorted({k for k, _, _ in wanted.values()})
+    cached: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start:start + 500]
+        for k, c, b in conn.execute(f"SELECT key, caption, body FROM fts_tokens WHERE key IN ({','.join('?' * len(chunk))})",
+                                    chunk):
+            cached[k] = (c, b)
+    fresh = []
+    for key, caption, body in wanted.values():
+        if key not in cached:
+            cached[key] = (index_text(caption), index_text(body))
+            fresh.append((key, *cached[key]))
+    conn.executemany("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", fresh)
+    conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
+                     [(rowid, *cached[key]) for rowid, (key, _, _) in wanted.items()])
 
 
 def drop(conn: apsw.Connection, rowid: int) -> None:

@@ -145,13 +145,15 @@ def _upsert_memories(conn: apsw.Connection, state: State, mems: list[Memory], pr
     )
     new = [(m.store, m.id) for m in mems if (m.store, m.id) not in prev]
     rowids = {(r[0], r[1]): r[2] for r in _rows_by_key(conn, "rowid", "memories", new)} if new else {}
+    changed = []
     for m, row in zip(mems, rows):
         key = (m.store, m.id)
         p = prev.get(key)
         if p is None:
-            index.sync(conn, rowids[key], m, new=True)
+            changed.append((rowids[key], m, True))
         elif (p[1], p[2], p[3], p[4]) != (m.hash, row[4], m.quarantined, m.caption):
-            index.sync(conn, p[0], m)
+            changed.append((p[0], m, False))
+    index.sync(conn, changed)
     conn.executemany(
         "INSERT INTO counters(store, id, used_count, path_inject_count) VALUES (?,?,?,?) "
         "ON CONFLICT(store, id) DO UPDATE SET used_count=excluded.used_count, path_inject_count=excluded.path_inject_count",
