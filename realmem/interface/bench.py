@@ -316,8 +316,9 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
             if "result" not in r:
                 raise RuntimeError(f"rpc recall failed: {r.get('error')}")
     finally:
+        seen = _vm_hwm_mb(proc.pid)  # before stdin closes: the peak is reached while serving
         proc.stdin.close()
-        rss = _peak_rss_mb(proc)
+        rss = _peak_rss_mb(proc, seen)
     notes = _stats(samples) | {"flagged_notes": flagged} if samples else None
     return notes, _stats(recalls) if recalls else None, {"ms": round(ready * 1000, 1)}, {"mb": rss}
 
@@ -466,11 +467,30 @@ def _rpc_call(proc: subprocess.Popen[str], i: int, method: str, params: dict[str
     return msg["result"]
 
 
-def _peak_rss_mb(proc: subprocess.Popen[str]) -> float:
-    """Wait for the child and return its peak resident set (the kernel's own high-water mark)."""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
+def _vm_hwm_mb(pid: int) -> float:
+    """The process's own peak resident set (VmHWM), 0 where /proc does not say."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+def _peak_rss_mb(proc: subprocess.Popen[str], seen: float = 0.0) -> float:
+    """Wait for the child and return its peak resident set.  Read from VmHWM while it runs, not
+    from wait4's ru_maxrss: that one also holds the parent's high-water mark at the child's exec
+    (Linux carries the vforked parent's figure over), so a bench holding a large store in memory
+    reported it as every child's."""
+    peak = seen
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return peak or round(usage.ru_maxrss / 1024, 1)  # KiB on Linux; elsewhere the best there is
+        peak = max(peak, _vm_hwm_mb(proc.pid))
+        time.sleep(0.01)
 
 
 def _bench_worker_rss(home: Path, root: Path) -> dict[str, Any]:
