@@ -8,12 +8,12 @@ connection and runs one statement; none writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apsw
 
 from realmem.projections.state import Memory
-from realmem.projections.tables import MEMORY_COLS, memory_from_row
+from realmem.projections.tables import MEMORY_COLS, STORE_WIDE_PATHS, memory_from_row
 
 
 def _marks(values: Sequence[object]) -> str:
@@ -205,6 +205,14 @@ def most_used(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, s
         f"SELECT m.store, m.id, m.caption, m.paths, coalesce(c.used_count, 0) AS used FROM memories m "
         f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id WHERE m.quarantined IS NULL "
         f"AND m.store IN ({_marks(stores)}) ORDER BY used DESC, m.updated DESC, m.id", tuple(stores)).fetchall()
+
+
+def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+    """(store, id, paths JSON) of the unquarantined memories in ``stores`` with a path other
+    than the store root, one row at a time (the path-note index at 100k memories)."""
+    yield from conn.execute(f"SELECT store, id, paths FROM memories WHERE quarantined IS NULL AND store IN "
+                            f"({_marks(stores)}) AND paths NOT IN ({_marks(STORE_WIDE_PATHS)})",
+                            (*stores, *STORE_WIDE_PATHS))
 
 
 def updated_and_paths(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str]]:

@@ -83,11 +83,28 @@ class Subject:
 
     @classmethod
     def of(cls, app: Realmem, m: Memory, home: Path | None = None) -> "Subject":
+        return cls.of_row(app, (m.store, m.id), m.paths, m.updated, m.file, home)
+
+    @classmethod
+    def of_row(cls, app: Realmem, key: Key, stored: list[str], updated: str, file: str | None,
+               home: Path | None = None, cache: dict[tuple[str, str], str | None] | None = None) -> "Subject":
+        """From the columns a caller read, without a whole memory row (path notes); ``cache``:
+        see ``resolve``."""
         home = home or memories.user_home()
-        pairs = tuple((p, a[0]) for p in m.paths
-                      if p not in WHOLE and (a := memories.absolute(app, m.store, [p], home)))
-        own = str(app.store_dir(m.store) / m.file) if pairs and m.store != GLOBAL and m.file else None
-        return cls((m.store, m.id), pairs, m.updated, own)
+        cache = {} if cache is None else cache
+        pairs = tuple((p, a) for p in stored if p not in WHOLE and (a := resolve(app, key[0], p, home, cache)))
+        own = str(app.store_dir(key[0]) / file) if pairs and key[0] != GLOBAL and file else None
+        return cls(key, pairs, updated, own)
+
+
+def resolve(app: Realmem, store: str, stored: str, home: Path, cache: dict[tuple[str, str], str | None]) -> str | None:
+    """``stored`` (a path in ``store``'s frame) as an absolute pattern, None when it cannot be
+    one.  ``cache`` keeps the answers for a caller that resolves the same paths again (the
+    path-note index, until the stores change)."""
+    if (store, stored) not in cache:
+        found = memories.absolute(app, store, [stored], home)
+        cache[(store, stored)] = found[0] if found else None
+    return cache[(store, stored)]
 
 
 @functools.lru_cache(maxsize=65536)

@@ -575,7 +575,9 @@ class PathIndex:
     """
 
     def __init__(self, entries: Iterable[tuple[str, str]] = ()) -> None:
-        self._patterns: dict[str, dict[str, None]] = {}
+        # A key's patterns as a tuple, not a dict: a key has one or two, and the path-note
+        # index holds a key per path-scoped memory (a dict each was a third of it at 100k).
+        self._patterns: dict[str, tuple[str, ...]] = {}
         self._literal: dict[str, dict[str, None]] = {}
         self._globs: dict[str, dict[str | None, dict[str, _Glob]]] = {}
         for key, pattern in entries:
@@ -587,10 +589,10 @@ class PathIndex:
     def add(self, key: str, pattern: str) -> None:
         """Attach one more absolute pattern to key (adding the same pair twice is a no-op)."""
         _require_absolute(pattern)
-        patterns = self._patterns.setdefault(key, {})
+        patterns = self._patterns.get(key, ())
         if pattern in patterns:
             return
-        patterns[pattern] = None
+        self._patterns[key] = (*patterns, pattern)
         # Globs are indexed by their literal text too: a pattern matches itself literally.
         self._literal.setdefault(pattern, {})[key] = None
         if _has_glob(pattern):
@@ -603,7 +605,7 @@ class PathIndex:
 
     def remove(self, key: str) -> None:
         """Drop every pattern of key; unknown keys are ignored."""
-        for pattern in self._patterns.pop(key, {}):
+        for pattern in self._patterns.pop(key, ()):
             keys = self._literal[pattern]
             del keys[key]
             if not keys:
@@ -624,8 +626,13 @@ class PathIndex:
 
     def match(self, touched_abs: str) -> list[str]:
         """Keys with a pattern matching the normalized touched path, nearest ancestor first."""
+        return list(dict.fromkeys(key for key, _ in self.match_patterns(touched_abs)))
+
+    def match_patterns(self, touched_abs: str) -> list[tuple[str, str]]:
+        """(key, pattern) for each pattern matching the normalized touched path, nearest
+        ancestor first: which of a key's patterns matched (a path note ranks by it)."""
         _require_absolute(touched_abs)
-        found: dict[str, None] = {}
+        found: list[tuple[str, str]] = []
         parts = _segments(touched_abs)
         ancestor = touched_abs
         for depth in range(len(parts), -1, -1):
@@ -633,15 +640,15 @@ class PathIndex:
                 ancestor = ancestor[: ancestor.rfind("/")] or "/"
             keys = self._literal.get(ancestor)
             if keys:
-                found.update(keys)
+                found.extend((key, ancestor) for key in keys)
             by_anchor = self._globs.get(ancestor)
             if not by_anchor:
                 continue
             for anchor in (None, *dict.fromkeys(parts[depth:])):
-                for entry in by_anchor.get(anchor, {}).values():
+                for pattern, entry in by_anchor.get(anchor, {}).items():
                     if entry.regex.match(touched_abs):
-                        found.update(entry.keys)
-        return list(found)
+                        found.extend((key, pattern) for key in entry.keys)
+        return found
 
 
 # --- bash ------------------------------------------------------------------------------

@@ -458,6 +458,7 @@ def test_path_index_equals_brute_force(
         found = index.match(touched)
         assert len(found) == len(set(found))
         assert set(found) == {k for k, p in live if matches(p, touched)}
+        assert set(index.match_patterns(touched)) == {(k, p) for k, p in live if matches(p, touched)}
 
 
 @settings(deadline=None)
