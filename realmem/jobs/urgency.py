@@ -12,6 +12,7 @@ from pathlib import Path
 
 from realmem.clients import EndpointError, EndpointUnavailable
 from realmem.events import types as ev
+from realmem.events.types import Key
 from realmem.gate.judge import judge_urgency, specific_paths, urgency_key
 from realmem.jobs.embed import open_home
 from realmem.projections.state import Memory
@@ -21,9 +22,10 @@ from realmem.projections import queries
 log = get_logger("realmem.jobs.urgency")
 
 
-def stale(app) -> list[Memory]:  # type: ignore[no-untyped-def]
-    """Memories with specific paths whose urgency is missing or stale."""
-    return [m for m, valid_for in queries.memories_with_urgency(app.conn)
+def stale(app) -> list[Key]:  # type: ignore[no-untyped-def]
+    """Memories with specific paths whose urgency is missing or stale: their keys, the rows
+    streamed past (a list of whole memories was every fact of a large store)."""
+    return [Key(m.store, m.id) for m, valid_for in queries.memories_with_urgency(app.conn)
             if specific_paths(m.paths) and valid_for != urgency_key(m)]
 
 
@@ -47,7 +49,10 @@ def run_urgency(home: Path) -> int:
     try:
         if not app.config["semif.url"]:
             return 0
-        for m in stale(app):
+        for key in stale(app):
+            m = app.memory(key)  # read when judged: one forgotten or moved to the store root meanwhile is left
+            if m is None or not specific_paths(m.paths):
+                continue
             try:
                 if judge_one(app, m):
                     done += 1

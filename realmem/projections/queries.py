@@ -184,18 +184,21 @@ def counters(conn: apsw.Connection, key: tuple[str, str]) -> tuple[int, int]:
     return (row[0], row[1]) if row else (0, 0)
 
 
-def memories_with_urgency(conn: apsw.Connection) -> list[tuple[Memory, str | None]]:
-    """Every unquarantined memory with the ``valid_for`` of its urgency judgement (None: never judged)."""
+def memories_with_urgency(conn: apsw.Connection) -> Iterator[tuple[Memory, str | None]]:
+    """Every unquarantined memory with the ``valid_for`` of its urgency judgement (None: never
+    judged), one row at a time: the worker's check of a large store never holds them all."""
     rows = conn.execute(f"SELECT {_M_COLS}, u.valid_for FROM memories m LEFT JOIN urgency u "
                         "ON u.store = m.store AND u.id = m.id WHERE m.quarantined IS NULL")
-    return [(memory_from_row(row[:-1]), row[-1]) for row in rows]
+    for row in rows:
+        yield memory_from_row(row[:-1]), row[-1]
 
 
-def unembedded(conn: apsw.Connection, fingerprint: str) -> list[Memory]:
-    """Unquarantined memories whose embedding is not cached in the space ``fingerprint``."""
-    rows = conn.execute(f"SELECT {_M_COLS} FROM memories m LEFT JOIN embeddings e ON e.hash = m.hash "
-                        "AND e.fingerprint = ? WHERE e.hash IS NULL AND m.quarantined IS NULL", (fingerprint,))
-    return [memory_from_row(r) for r in rows]
+def unembedded(conn: apsw.Connection, fingerprint: str) -> list[tuple[str, str]]:
+    """(store, id) of the unquarantined memories whose embedding is not cached in the space
+    ``fingerprint``: keys, not rows (a first embedding of 100k memories would hold every fact)."""
+    return conn.execute("SELECT m.store, m.id FROM memories m LEFT JOIN embeddings e ON e.hash = m.hash "
+                        "AND e.fingerprint = ? WHERE e.hash IS NULL AND m.quarantined IS NULL",
+                        (fingerprint,)).fetchall()
 
 
 def most_used(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, str, str, int]]:

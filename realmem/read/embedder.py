@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from realmem.storage import db
 from realmem.clients.embeddings import EmbeddingsClient
 from realmem.clients.errors import EndpointError, EndpointUnavailable
-from realmem.projections import index, queries
+from realmem.events.types import Key
+from realmem.projections import index, queries, tables
 from realmem.logs import get_logger
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
-    from realmem.projections.state import Memory
 
 logger = get_logger("realmem.read.embedder")
 
@@ -100,8 +100,8 @@ def embed_document(app: "Realmem", caption: str, content: str, content_hash: str
     return vec
 
 
-def missing(app: "Realmem") -> list["Memory"]:
-    """Memories whose embedding is not cached in the active space."""
+def missing(app: "Realmem") -> list[tuple[str, str]]:
+    """(store, id) of the memories whose embedding is not cached in the active space."""
     return queries.unembedded(app.conn, index.active_fingerprint(app.conn) or "")
 
 
@@ -114,12 +114,16 @@ def embed_missing(app: "Realmem", *, batch: int = 64, progress=None) -> int:
     todo = missing(app)
     done = 0
     for start in range(0, len(todo), batch):
-        chunk = todo[start:start + batch]
+        # Read a batch's rows when it is sent: one forgotten meanwhile needs no vector.
+        rows = tables.memories_by_key(app.conn, [Key(*k) for k in todo[start:start + batch]])
+        chunk = list(rows.values())
+        if not chunk:
+            continue
         vectors = c.embed_documents([document_text(m.caption, m.content) for m in chunk])
         with db.transaction(app.conn):
             for m, v in zip(chunk, vectors):
                 index.cache_put(app.conn, m.hash, fp, v)
         done += len(chunk)
         if progress:
-            progress(done, len(todo))
+            progress(min(start + batch, len(todo)), len(todo))
     return done

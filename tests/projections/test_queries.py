@@ -134,7 +134,7 @@ def test_memory_reads(app: Realmem) -> None:
     assert {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)} == {(m.id, None), (n.id, None)}
     app.emit([ev.UrgencyJudged(m.store, m.id, "v1", 0.5, {}, None, "debug")])
     assert (m.id, "v1") in {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)}
-    assert {x.id for x in queries.unembedded(app.conn, "no-space")} == {m.id, n.id}
+    assert {i for _, i in queries.unembedded(app.conn, "no-space")} == {m.id, n.id}
     assert queries.imported_hash(app.conn, "/nowhere/AGENTS.md") is None
     assert queries.imported_paths(app.conn) == []
     assert shared in {s for s, _, _ in queries.store_locations(app.conn)}
