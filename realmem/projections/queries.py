@@ -136,9 +136,11 @@ def urgency_score(conn: apsw.Connection, key: tuple[str, str]) -> tuple[str, flo
 
 
 def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
-    """(memories, quarantined memories) in one store."""
-    n = conn.execute("SELECT count(*), count(quarantined) FROM memories WHERE store=?", (store,)).fetchone()
-    return n[0], n[1]
+    """(memories, quarantined memories) in one store: two counts over indexes (the primary
+    key's, the partial index of quarantined rows), so no memory row is read."""
+    n = conn.execute("SELECT count(*) FROM memories WHERE store=?", (store,)).fetchone()[0]
+    q = conn.execute("SELECT count(*) FROM memories WHERE store=? AND quarantined IS NOT NULL", (store,)).fetchone()[0]
+    return n, q
 
 
 # -- memories ------------------------------------------------------------------------------
