@@ -14,7 +14,6 @@ cannot take the lock exits at once.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -146,6 +145,7 @@ def ensure_worker(app: "Realmem") -> dict[str, Any]:
         pass
     try:
         guard.touch()
+        import subprocess  # lazily: only a spawn needs it, and status imports this module
         log_file = open(Path(app.home) / "worker.log", "ab")  # noqa: SIM115 (handed to the child)
         try:
             proc = subprocess.Popen(worker_command(app.home), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -15,7 +15,6 @@ in order (``Realmem.emit``):
 from __future__ import annotations
 
 import os
-import signal
 
 ENV = "REALMEM_TEST_FAULT"
 
@@ -26,4 +25,5 @@ def point(step: str) -> None:
         return
     name, _, action = spec.partition(":")
     if name == step:
+        import signal  # lazily: a test-only hook, and every command imports this module
         os.kill(os.getpid(), signal.SIGSTOP if action == "stop" else signal.SIGKILL)

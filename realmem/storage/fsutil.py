@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None, durable: bool = True) -> None:
+    import tempfile  # lazily: it loads shutil, random and hashlib, start-up time of commands that write no file
     make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

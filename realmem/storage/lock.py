@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
-import signal
 import threading
 import time
 import uuid
@@ -358,6 +356,7 @@ class LeaseLock:
                 if remaining is not None and remaining <= 0:
                     raise self._timeout(timeout)
                 delay = min(_POLL_MAX, _POLL_MIN * 1.5**attempt)
+                import random  # lazily: only a contended lease waits, and every command imports this module
                 delay = random.uniform(delay / 2, delay)
                 time.sleep(delay if remaining is None else min(delay, remaining))
                 attempt += 1
@@ -467,6 +466,7 @@ def single_instance(db_path: Path | str, name: str, *, timeout: float) -> LeaseL
 def stop_requested() -> Callable[[], bool]:
     """Whether SIGTERM or SIGINT came, so a daemon loop ends through its ``finally`` (which
     releases its lease) instead of dying in the middle of a step."""
+    import signal  # lazily: daemons only, and every command imports this module
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:

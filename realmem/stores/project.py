@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 
@@ -67,6 +66,7 @@ def path_key(root: Path) -> str:
 
 
 def _git(cwd: Path, *args: str) -> str | None:
+    import subprocess  # lazily: a command whose git answers are cached spawns no git
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
                              env=_git_env())

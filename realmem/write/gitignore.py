@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import attrs
 
 from realmem import frontend
 from realmem.storage.fsutil import atomic_write_text, fsync_dir
 from realmem.errors import Error
+
+if TYPE_CHECKING:
+    import subprocess
 
 STORE = ".pi/realmem"
 STORE_PROBE = f"{STORE}/x.md"
@@ -391,7 +392,7 @@ class _Scratch:
             if real.is_file() and not real.is_symlink():
                 copy = self._tree / directory / ".gitignore"
                 copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(real, copy)
+                _copy(real, copy)
         self._cwd.mkdir(parents=True, exist_ok=True)
         self._faithful = _store_ignored(self._cwd, self._config)
         self._baseline = self._ignored(self._probes)
@@ -440,6 +441,7 @@ class _Scratch:
 
 @contextmanager
 def _scratch(repo: _Repo) -> Iterator[_Scratch]:
+    import tempfile  # lazily, as shutil and subprocess below: status answers from the cache, spawning nothing
     with tempfile.TemporaryDirectory(prefix="realmem-gitignore-") as tmp:
         yield _Scratch(repo, Path(tmp).resolve(), _probes(repo))
 
@@ -464,12 +466,18 @@ def _copy_or_empty(src: Path | None, dst: Path) -> None:
     if src is None:
         dst.write_bytes(b"")
     else:
-        shutil.copyfile(src, dst)
+        _copy(src, dst)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    import shutil
+    shutil.copyfile(src, dst)
 
 
 def _git(
     args: list[str], *, cwd: Path, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
+    import subprocess
     env = {k: v for k, v in os.environ.items() if k not in _LOCAL_GIT_ENV}
     return subprocess.run(
         ["git", *args],
