@@ -138,14 +138,16 @@ def test_ascii_tokenizer_fast_path_agrees_with_icu(text):
     assert tokenize.index_tokens(text) == _icu_tokens(text)
 
 
-# Libraries `realmem status` never needs: loading any of them is start-up time spent for nothing.
-HEAVY = ("icu", "huey", "httpx", "ruamel", "mcp", "cattrs", "structlog", "asyncio", "difflib")
+# Libraries `realmem status` never needs: loading any of them is start-up time spent for nothing
+# (subprocess and tempfile: a status answered from its caches spawns and writes nothing).
+HEAVY = ("icu", "huey", "httpx", "ruamel", "sqlite_vec", "mcp", "cattrs", "structlog", "asyncio", "difflib",
+         "subprocess", "tempfile")
 
 
 def test_status_imports_no_heavy_library_and_spawns_no_git(tmp_path, repo):
     """`realmem status` in a real git repository, once its stores are registered, never loads
-    ICU, Huey, httpx, ruamel, mcp, cattrs or structlog (nothing is logged at the default
-    level) nor compiles the tokenizer's patterns, and with the root commit and the gitignore answer cached in REALMEM_HOME it
+    ICU, Huey, httpx, ruamel, sqlite-vec, mcp, cattrs or structlog (nothing is logged at the
+    default level), subprocess or tempfile, nor compiles the tokenizer's patterns, and with the root commit and the gitignore answer cached in REALMEM_HOME it
     spawns no git process at all."""
     code = ("import sys, runpy\n"
             "sys.argv = ['realmem', '--home', sys.argv[1], '--cwd', sys.argv[2], 'status']\n"

@@ -11,7 +11,8 @@ import pytest
 
 from realmem.app import Realmem
 from realmem.events import types as ev
-from realmem.projections import queries
+from realmem.projections import files, queries
+from realmem.stores import ids
 from realmem.write import memories
 from realmem.write.observe import open_attached
 
@@ -88,6 +89,13 @@ def test_missing_counter_urgency_and_store_reads(app: Realmem) -> None:
     n = memories.add(app, "Other notes", "About lib/b.py.", store=shared, stored_paths=["lib/b.py"], source="add")
     key, other = (m.store, m.id), (n.store, n.id)
     assert queries.store_counts(app.conn, shared) == (2, 0)
+    q_id = ids.new_id()
+    text = files.render(id=q_id, caption="Token", paths=["."], created="2026-01-01T00:00:00.000Z",
+                        updated="2026-01-01T00:00:00.000Z", content="A pasted token.")
+    app.emit([ev.FileObserved(shared, q_id, "added", ev.Fields("Token", "A pasted token.", ["."], "2026-01-01T00:00:00.000Z",
+                                                               "2026-01-01T00:00:00.000Z", "token.md", text), "secret")])
+    assert queries.store_counts(app.conn, shared) == (3, 1)  # the quarantined one counted in both
+    assert queries.store_counts(app.conn, "elsewhere-store") == (0, 0)
 
     app.emit([ev.PathsChecked(m.store, m.id, {"src/a.py": "src/new/a.py", "src/gone.py": None})])
     assert queries.missing_count(app.conn, app.visible_stores()) == 1  # memories, not paths
