@@ -12,7 +12,6 @@ from realmem.read import freshness, recall as recall_mod, render, status as stat
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
-from realmem.gate.remember import remember as remember_mod
 from realmem.words import count
 
 
@@ -36,6 +35,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
              user_requested: bool = False, source: str = "remember") -> dict[str, Any]:
+    from realmem.gate.remember import remember as remember_mod  # lazy: the gate's rules load slowly; recall needs none
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source=source)
     return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
