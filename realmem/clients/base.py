@@ -6,7 +6,6 @@ import threading
 from types import TracebackType
 from typing import Self
 
-from realmem.clients._http import Endpoint
 from realmem.clients.models import AUTO, parse_models, pick_model
 
 
@@ -18,6 +17,7 @@ class ModelClient:
 
 
     def __init__(self, url: str, key: str, model: str, timeout: float, key_advice: str = "") -> None:
+        from realmem.clients._http import Endpoint  # lazy: httpx loads only with a client; path notes use the judge's pure helpers
         prefix = self.settings_prefix
         self._endpoint = Endpoint(self.endpoint_name, url, key, timeout, key_advice,
                                   setting=f"{prefix}.url" if prefix else None)
