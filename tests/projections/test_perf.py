@@ -185,6 +185,19 @@ def test_status_imports_no_heavy_library_and_spawns_no_git(tmp_path, repo):
     assert "are ignored by git" in out.stdout, out.stdout + out.stderr
 
 
+def test_recall_and_path_notes_modules_load_no_endpoint_client_nor_the_gate():
+    """The rpc child's recall and path notes (tools, pathnotes) load neither httpx (no endpoint
+    client is made until one is configured and called) nor the remember gate's rules."""
+    code = ("import sys\n"
+            "from realmem.interface import tools\n"
+            "from realmem.read import pathnotes\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'huey', 'ruamel', 'sqlite_vec')"
+            " or m in ('realmem.gate.remember', 'realmem.gate.safety', 'realmem.gate.rules'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
 def test_no_module_imports_structlog_directly():
     """Every realmem module logs through ``logs.get_logger``, which loads structlog at the first
     line written with ``configure``'s settings in place; a direct `import structlog` could log
