@@ -244,10 +244,12 @@ class Realmem:
                     raise RealmemError(escape)
 
     @contextlib.contextmanager
-    def write_lease(self, timeout: float | None = None) -> Iterator[None]:
+    def write_lease(self, timeout: float | None = None, *, heal: bool = True) -> Iterator[None]:
         """Hold the write lease (reentrant), the file projection caught up with the log first:
         whichever process writes next heals what a killed writer left behind.  A lease still
-        busy after ``timeout`` (default gate.lockWaitSeconds) raises WriteBusy."""
+        busy after ``timeout`` (default gate.lockWaitSeconds) raises WriteBusy.  ``heal=False``
+        skips the catch-up, for a caller that rebuilds every projection from the log itself
+        (replay: catching a lagging log up event by event first would only be thrown away)."""
         wait = float(self.config["gate.lockWaitSeconds"]) if timeout is None else timeout
         nested = self.lock.entered
         try:
@@ -257,7 +259,8 @@ class Realmem:
         try:
             if not nested:
                 faults.point("lease-taken")
-            self.catch_up_files()
+            if heal:
+                self.catch_up_files()
             yield
         finally:
             self.lock.release()

@@ -157,11 +157,14 @@ class FileProjector:
         file, for memories a rebuild leaves as they were: same file, content hash and last event
         (the reducer made both rows from that event; ``rebuild`` also checks the size against
         the text).  A file still showing that stamp holds that text (the scan skips it on the
-        same evidence), so a rebuild need not read it again.  Read before the tables are rebuilt."""
+        same evidence), so a rebuild need not read it again.  Only rows the file projection has
+        reached count (a killed writer may have left a later row's file unwritten, its stamp
+        still that of the text before).  Read before the tables are rebuilt."""
         out: dict[tuple[str, str], tuple[int, int]] = {}
         for store, mem_id, name, h, seq, mtime_ns, size in self.conn.execute(
                 "SELECT m.store, m.id, m.file, m.hash, m.last_seq, s.mtime_ns, s.size FROM memories m "
-                "JOIN file_stats s ON s.store = m.store AND s.file = m.file"):
+                "JOIN file_stats s ON s.store = m.store AND s.file = m.file WHERE m.last_seq <= ?",
+                (position(self.conn, FILES),)):
             mem = state.memories.get((store, mem_id))
             if mem is not None and (mem.file, mem.hash, mem.last_seq) == (name, h, seq):
                 out[(store, name)] = (mtime_ns, size)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -318,3 +319,31 @@ def test_replay_reads_only_files_whose_stamp_is_not_the_one_it_recorded(home: Pa
         assert replay.replay(app).files_written == 0 and reads == []  # the rewrite's stamp was recorded
         assert (app.store_dir(a.store) / a.file).read_text(encoding="utf-8") == a.text
         assert replay.check(app).differences == []
+
+
+def test_replay_rewrites_a_file_whose_step_a_killed_writer_never_ran(home: Path, repo: Path) -> None:
+    """Replay catches nothing up before it rebuilds, so a file the files position has not
+    reached is never trusted on its recorded stamp, even one of the right size."""
+    with open_attached(home, repo) as app:
+        b = add(app, "Test with pytest", "pytest -q", "personal")
+        path = app.store_dir(b.store) / b.file
+        old = path.read_bytes()
+        before_edit = app.projection_seq("files")
+        b2 = memories.edit(app, (b.store, b.id), content="pytest -x")
+        assert len(b2.text) == len(b.text) and b2.file == b.file
+    # A crash after the edit's table commit, before its file step: the file still holds the
+    # old text, with the stamp file_stats recorded for it (an hour old, so long settled).
+    path.write_bytes(old)
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(path, ns=(hour_ago, hour_ago))
+    conn = db.connect(home / "realmem.sqlite")
+    conn.execute("UPDATE file_stats SET mtime_ns=?, size=? WHERE file=?", (hour_ago, len(old), b.file))
+    conn.close()
+    set_files_seq(home, before_edit)
+    app = Realmem(home, repo)  # no open: nothing is caught up before the replay
+    try:
+        replay.replay(app)
+        assert path.read_text(encoding="utf-8") == b2.text
+        assert replay.check(app).differences == []
+    finally:
+        app.close()
