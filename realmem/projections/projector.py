@@ -130,24 +130,30 @@ class FileProjector:
         for env in log.read(self.conn, done, until=upto):
             if not isinstance(env.event, TABLE_ONLY):  # these never touch files
                 keys.update(env.event.keys())
-        for key in sorted(keys):
-            if not self.stores.files_reachable(key[0]):
-                continue
-            row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
-            mem = memory_from_row(row) if row else None
-            name = mem.file if mem is not None else self.last_file_name(key)
-            if name is None:
-                continue
-            if not self.fence_ok(key[0], name):
-                return
-            if mem is not None:
-                files.write(self.stores.store_dir(key[0]), mem.file, mem.text)
-                self.record_stat(key[0], mem.file)
-                for old_name in self.file_names(key):  # a rename the crash interrupted
-                    if old_name != mem.file:
-                        self.delete_file(key[0], old_name, key[1])
-            else:
-                self.delete_file(key[0], name, key[1])
+        # Many files (a lagging log) are flushed once before the position moves, as ``apply`` does.
+        durable = len(keys) <= BATCH_FSYNC
+        try:
+            for key in sorted(keys):
+                if not self.stores.files_reachable(key[0]):
+                    continue
+                row = self.conn.execute(f"SELECT {MEMORY_COLS} FROM memories WHERE store=? AND id=?", key).fetchone()
+                mem = memory_from_row(row) if row else None
+                name = mem.file if mem is not None else self.last_file_name(key)
+                if name is None:
+                    continue
+                if not self.fence_ok(key[0], name):
+                    return
+                if mem is not None:
+                    files.write(self.stores.store_dir(key[0]), mem.file, mem.text, durable=durable)
+                    self.record_stat(key[0], mem.file)
+                    for old_name in self.file_names(key):  # a rename the crash interrupted
+                        if old_name != mem.file:
+                            self.delete_file(key[0], old_name, key[1])
+                else:
+                    self.delete_file(key[0], name, key[1])
+        finally:
+            if not durable:
+                os.sync()
         advance(self.conn, FILES, upto)
 
     # --- replay ----------------------------------------------------------------------------
