@@ -7,6 +7,7 @@ search behaves plausibly without a model.  Exact input strings can be scripted t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -17,6 +18,14 @@ from realmem.fakes.base import FakeServer, Reply, ScriptError, not_found
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+# Memoized: a bench store's 100k texts share a small vocabulary of words and trigrams, and
+# hashing each feature again was most of the time ``bench`` spent building its cache.
+@functools.lru_cache(maxsize=1 << 16)
+def _slot(feature: str, dims: int) -> tuple[int, bool]:
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "little") % dims, bool(digest[4] & 1)
+
+
 def fake_embedding(text: str, dims: int = 64) -> list[float]:
     """The fake's vector for ``text`` (public so tests can compute expectations)."""
     vector = [0.0] * dims
@@ -25,9 +34,8 @@ def fake_embedding(text: str, dims: int = 64) -> list[float]:
     padded = f"  {lowered} "
     features += [(padded[i:i + 3], 0.5) for i in range(len(padded) - 2)]
     for feature, weight in features:
-        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-        index = int.from_bytes(digest[:4], "little") % dims
-        vector[index] += weight if digest[4] & 1 else -weight
+        index, positive = _slot(feature, dims)
+        vector[index] += weight if positive else -weight
     norm = math.sqrt(sum(x * x for x in vector))
     if norm == 0.0:
         vector[0] = 1.0
