@@ -6,6 +6,7 @@ per-modality ranks, so a trace can show cos / BM25 / RRF for each neighbour.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
@@ -227,9 +228,9 @@ KNN_MAX = 4096  # the largest k the KNN asks vec0 for
 def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
     """Nearest memories by cosine similarity (empty when no vector index exists).
 
-    Small spaces scan the float index exactly.  Large ones scan the sign-quantized index by
-    hamming distance (several times faster at the same k), then re-rank that oversampled
-    shortlist exactly by cosine from the cached float vectors."""
+    Small spaces scan the float index exactly.  Large ones take a shortlist by hamming
+    distance from the sign-quantized index (several times faster at the same k), then
+    re-rank that oversampled shortlist exactly by cosine from the cached float vectors."""
     dims = index.vec_dims(conn)
     if not dims or len(vector) != dims or not usable(vector):
         return []
@@ -238,17 +239,11 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
     binary = size >= PREFILTER_MIN and index.has_binary(conn)
     if binary:
-        sql = (f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM "
-               f"(SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?) b "
-               f"CROSS JOIN embeddings e ON e.rowid = b.rowid CROSS JOIN memories m ON m.hash = e.hash "
-               f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?")
-        head: tuple = (blob, blob)
         k = max(64, limit * OVERSAMPLE)
     else:
         sql = (f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
                f"WHERE embedding MATCH ? AND k = ?) v CROSS JOIN embeddings e ON e.rowid = v.rowid "
                f"CROSS JOIN memories m ON m.hash = e.hash WHERE {where} ORDER BY v.distance, m.store, m.id LIMIT ?")
-        head = (blob,)
         k = limit + SLACK
     # vec0 KNN cannot filter on columns of another table (and a vector's hash may be shared
     # by memories of several stores), so it fetches a few more than wanted and filters after;
@@ -257,11 +252,62 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     # keeps vec0's shortlist the outer loop (as in _top).
     while True:
         k = min(KNN_MAX, k)
-        rows = conn.execute(sql, (*head, k, *args, limit)).fetchall()
+        if binary:
+            shortlist = _hamming_shortlist(conn, blob, k, dims)
+            rows = conn.execute(
+                f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM json_each(?) b "
+                f"CROSS JOIN embeddings e ON e.rowid = b.value CROSS JOIN memories m ON m.hash = e.hash "
+                f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?",
+                (blob, json.dumps(shortlist), *args, limit)).fetchall()
+        else:
+            rows = conn.execute(sql, (blob, k, *args, limit)).fetchall()
         if len(rows) >= limit or k >= min(KNN_MAX, size):
             break
         k *= 4
     return [((s, i), 1.0 - dist) for s, i, dist in rows if dist is not None and math.isfinite(dist)]
+
+
+PROBE_K = 16  # the first, cheap look at how near the query's nearest vectors are
+
+
+def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) -> list[int]:
+    """The rowids vec0 returns for the k nearest sign-quantized vectors, the same list as
+    ``k = ?`` alone, in a fraction of the time.
+
+    vec0 picks each chunk's nearest rows by a pass over the chunk per row picked, only among
+    rows that pass its distance constraint, so its cost is rows x k without one and rows x
+    (rows within it) with one.  A cap at or above the k-th nearest distance returns the very
+    same list (every row of it passes, and rows beyond the cap are never picked before them);
+    a cap below it returns fewer than k rows, and is raised.  Distances are whole bit counts;
+    the cap is raised by the growth the counts so far show, so it lands at or just past the
+    k-th distance in a few cheap tries instead of overshooting into thousands of rows
+    (at 100k vectors and k = 1016: about 20 ms instead of 100)."""
+    knn = f"SELECT rowid, distance FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
+    probe = conn.execute(knn, (blob, min(k, PROBE_K))).fetchall()
+    if len(probe) < PROBE_K or k <= PROBE_K:
+        return [r for r, _ in probe]  # the probe already is the answer
+    # The last cap tried and the rows within it: the probe's farthest distance holds at least
+    # PROBE_K rows.
+    last_cap, last_n = probe[-1][1], PROBE_K
+    cap = last_cap + 2
+    while True:
+        rows = conn.execute(knn + " AND distance <= ?", (blob, k, cap)).fetchall()
+        if len(rows) >= k or cap >= dims:  # no distance exceeds the bit count: every row passed
+            return [r for r, _ in rows]
+        # Rows within the cap grow about geometrically with it near the nearest ones: step by
+        # the growth seen so far towards k.  A try short of k costs a few ms, a cap too far
+        # thousands of rows more, and growth measured on a few rows is a rough guess: from far
+        # below the step goes half way, from close by a little past k, to be done in one more try.
+        if len(rows) > last_n > 0:
+            rate = math.log(len(rows) / last_n) / (cap - last_cap)
+            if len(rows) * 4 < k:
+                step = math.ceil(math.log(k / len(rows)) / rate / 2)
+            else:
+                step = math.ceil(math.log(1.5 * k / len(rows)) / rate)
+        else:
+            step = 2 * (cap - last_cap)
+        last_cap, last_n = cap, len(rows)
+        cap += max(1, min(step, 64))
 
 
 def fuse(bm25_lists: Sequence[list[tuple[Key, float]]], knn_lists: Sequence[list[tuple[Key, float]]],

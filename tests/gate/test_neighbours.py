@@ -114,3 +114,65 @@ def test_knn_never_returns_other_projects_memories_and_meets_the_count(
                 assert len(keys) == 254 and len(set(keys)) == 254 and set(keys) <= set(ours)
                 # Every memory of ours asked for: all of them, not a shortlist's share.
                 assert {k for k, _ in search.knn(a.conn, q, visible, 300)} == set(ours)
+
+
+def _old_knn(app: Realmem, vector: list[float], stores: list[str], limit: int) -> list[tuple[tuple[str, str], float]]:
+    """The binary-prefilter KNN as one statement, vec0 asked for the whole shortlist at once:
+    the reference the capped shortlist must reproduce."""
+    where, args = search._store_filter(stores)
+    blob = index.pack(vector)
+    size = app.conn.execute("SELECT max(rowid) FROM embeddings").fetchone()[0]
+    k = max(64, limit * search.OVERSAMPLE)
+    while True:  # a shortlist left short by other projects' memories grows, as knn's does
+        k = min(search.KNN_MAX, k)
+        rows = app.conn.execute(
+            f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM "
+            f"(SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?) b "
+            f"CROSS JOIN embeddings e ON e.rowid = b.rowid CROSS JOIN memories m ON m.hash = e.hash "
+            f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?", (blob, blob, k, *args, limit)).fetchall()
+        if len(rows) >= limit or k >= min(search.KNN_MAX, size):
+            return [((s, i), 1.0 - d) for s, i, d in rows]
+        k *= 4
+
+
+def test_capped_hamming_shortlist_is_vec0s_own_list(home: Path, repo: Path) -> None:
+    """Across chunks and with heavy ties (32 bits: most distances are shared by hundreds of
+    vectors), the distance-capped shortlist is exactly the list vec0 gives for ``k`` alone."""
+    rng = random.Random(3)
+    with open_attached(home, repo, scan=False) as app:
+        with db.transaction(app.conn):
+            index.set_space(app.conn, SPACE, DIMS)
+            for i in range(index.CHUNK * 2 + 500):
+                # Every tenth vector repeats an earlier one: equal distances at every cap.
+                v = _unit(rng) if i % 10 or i < 10 else index.unpack(app.conn.execute(
+                    "SELECT vector FROM embeddings WHERE rowid = ?", (rng.randrange(1, i),)).fetchone()[0])
+                index.cache_put(app.conn, f"h{i}", SPACE, v)
+        plain = f"SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
+        for _ in range(12):
+            blob = index.pack(_unit(rng))
+            for k in (1, search.PROBE_K, search.PROBE_K + 1, 100, 1016, 4096):
+                want = [r for (r,) in app.conn.execute(plain, (blob, k))]
+                assert search._hamming_shortlist(app.conn, blob, k, DIMS) == want
+
+
+def test_knn_matches_the_single_statement_shortlist(home: Path, repo: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's KNN neighbours (the binary prefilter, other projects' memories filtered
+    after vec0) are the ones the single statement asking vec0 for the whole shortlist gives."""
+    rng = random.Random(8)
+    other = make_repo(tmp_path / "other")
+    with open_attached(home, other, scan=False) as b:
+        assert b.project is not None
+        theirs = _fill(b, b.project.shared_store, [_common_text(rng, i) for i in range(1500)], rng)
+    with open_attached(home, repo, scan=False) as a:
+        assert a.project is not None
+        ours = _fill(a, a.project.shared_store, [_common_text(rng, i) for i in range(600)], rng)
+        monkeypatch.setattr(search, "PREFILTER_MIN", 1)
+        visible = a.visible_stores()
+        for i in range(20):
+            # Aimed at theirs (the shortlist must grow) and at ours (the first one suffices).
+            q = theirs[rng.choice(list(theirs))] if i % 2 else _unit(rng)
+            for limit in (10, 254):
+                got = search.knn(a.conn, q, visible, limit)
+                assert got == _old_knn(a, q, visible, limit)
+                assert len(got) == limit and {k for k, _ in got} <= set(ours)
