@@ -268,11 +268,12 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
 
 
 PROBE_K = 16  # the first, cheap look at how near the query's nearest vectors are
+CAP_MIN_K = 512  # below it vec0's own pass costs less than a probe and the capped tries
 
 
 def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) -> list[int]:
-    """The rowids vec0 returns for the k nearest sign-quantized vectors, the same list as
-    ``k = ?`` alone, in a fraction of the time.
+    """The rowids vec0 returns for the k nearest sign-quantized vectors: the same list as
+    ``k = ?`` alone, for a large k in a fraction of the time.
 
     vec0 picks each chunk's nearest rows by a pass over the chunk per row picked, only among
     rows that pass its distance constraint, so its cost is rows x k without one and rows x
@@ -283,8 +284,8 @@ def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) ->
     k-th distance in a few cheap tries instead of overshooting into thousands of rows
     (at 100k vectors and k = 1016: about 20 ms instead of 100)."""
     knn = f"SELECT rowid, distance FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
-    probe = conn.execute(knn, (blob, min(k, PROBE_K))).fetchall()
-    if len(probe) < PROBE_K or k <= PROBE_K:
+    probe = conn.execute(knn, (blob, k if k < CAP_MIN_K else PROBE_K)).fetchall()
+    if len(probe) < PROBE_K or k < CAP_MIN_K:
         return [r for r, _ in probe]  # the probe already is the answer
     # The last cap tried and the rows within it: the probe's farthest distance holds at least
     # PROBE_K rows.
@@ -296,14 +297,11 @@ def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) ->
             return [r for r, _ in rows]
         # Rows within the cap grow about geometrically with it near the nearest ones: step by
         # the growth seen so far towards k.  A try short of k costs a few ms, a cap too far
-        # thousands of rows more, and growth measured on a few rows is a rough guess: from far
-        # below the step goes half way, from close by a little past k, to be done in one more try.
+        # thousands of rows more, and growth measured on a few rows is a rough guess (it
+        # speeds up further out): from far below the step goes half way.
         if len(rows) > last_n > 0:
             rate = math.log(len(rows) / last_n) / (cap - last_cap)
-            if len(rows) * 4 < k:
-                step = math.ceil(math.log(k / len(rows)) / rate / 2)
-            else:
-                step = math.ceil(math.log(1.5 * k / len(rows)) / rate)
+            step = math.ceil(math.log(k / len(rows)) / rate / (2 if len(rows) * 4 < k else 1))
         else:
             step = 2 * (cap - last_cap)
         last_cap, last_n = cap, len(rows)

@@ -150,7 +150,7 @@ def test_capped_hamming_shortlist_is_vec0s_own_list(home: Path, repo: Path) -> N
         plain = f"SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
         for _ in range(12):
             blob = index.pack(_unit(rng))
-            for k in (1, search.PROBE_K, search.PROBE_K + 1, 100, 1016, 4096):
+            for k in (1, search.PROBE_K, 100, search.CAP_MIN_K, 1016, 4096):
                 want = [r for (r,) in app.conn.execute(plain, (blob, k))]
                 assert search._hamming_shortlist(app.conn, blob, k, DIMS) == want
 
