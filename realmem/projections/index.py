@@ -181,8 +181,9 @@ def prune_token_cache(conn: apsw.Connection) -> None:
     conn.executemany("DELETE FROM fts_tokens WHERE key=?", [(k,) for k in stale])
 
 
-def index_all(conn: apsw.Connection) -> None:
-    """Index every memory row (replay, after the tables were bulk-written)."""
+def index_all(conn: apsw.Connection) -> int:
+    """Index every memory row (replay, after the tables were bulk-written; reindex, after
+    emptying the index); the number indexed."""
     rows = conn.execute("SELECT rowid, caption, content, paths FROM memories WHERE quarantined IS NULL").fetchall()
     cached = {k: (c, b) for k, c, b in conn.execute("SELECT key, caption, body FROM fts_tokens")}
     out, fresh = [], []
@@ -196,14 +197,9 @@ def index_all(conn: apsw.Connection) -> None:
         out.append((rowid, *toks))
     conn.executemany("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", fresh)
     conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)", out)
+    return len(out)
 
 
 def rebuild_fts(conn: apsw.Connection) -> int:
     conn.execute("DELETE FROM memories_fts")
-    n = 0
-    for row in conn.execute("SELECT rowid, caption, content, paths, quarantined FROM memories").fetchall():
-        if row[4] is None:
-            conn.execute("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
-                         (row[0], *_tokens(conn, row[1], row[2], json.loads(row[3]))))
-            n += 1
-    return n
+    return index_all(conn)

@@ -459,3 +459,27 @@ def test_bench_only_measures_the_groups_picked(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "bench", "--only", "recal"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert bad.returncode == 2 and "unknown group recal" in bad.stderr and "path_notes" in bad.stderr
+
+
+def test_reindex_rebuilds_the_index_with_the_same_bm25_ranking(home, repo):
+    """`realmem reindex` indexes every memory afresh (through the token cache, as replay does)."""
+    from realmem.interface import commands
+    from realmem.read import search
+    from realmem.write import memories
+    from realmem.write.observe import open_attached
+
+    rng = random.Random(4)
+    words = "build test deploy docker cache redis queue worker token lint format release branch".split()
+    with open_attached(home, repo) as app:
+        store = app.project.shared_store  # type: ignore[union-attr]
+        for i in range(40):
+            memories.add(app, f"{' '.join(rng.sample(words, 3))} {i}", " ".join(rng.sample(words, 8)), store=store,
+                         stored_paths=["."], source="add")
+        queries = [" ".join(rng.sample(words, 5)) for _ in range(10)]
+
+        def ranking() -> list:
+            return [search.bm25(app.conn, q, app.visible_stores(), 50, max_terms=8) for q in queries]
+
+        before = ranking()
+        assert commands.reindex(app)["details"]["memories"] == 40
+        assert ranking() == before
