@@ -461,25 +461,36 @@ def test_bench_only_measures_the_groups_picked(tmp_path):
     assert bad.returncode == 2 and "unknown group recal" in bad.stderr and "path_notes" in bad.stderr
 
 
-def test_reindex_rebuilds_the_index_with_the_same_bm25_ranking(home, repo):
-    """`realmem reindex` indexes every memory afresh (through the token cache, as replay does)."""
+def test_replay_and_reindex_leave_one_fts_segment_with_the_same_bm25_ranking(home, repo):
+    """A bulk index is merged into one FTS5 segment (a query reads each segment's doclists);
+    the ranking over it is the fragmented index's, scores and all."""
     from realmem.interface import commands
     from realmem.read import search
     from realmem.write import memories
     from realmem.write.observe import open_attached
+    from realmem.projections import replay
 
     rng = random.Random(4)
     words = "build test deploy docker cache redis queue worker token lint format release branch".split()
     with open_attached(home, repo) as app:
         store = app.project.shared_store  # type: ignore[union-attr]
-        for i in range(40):
+        # A small in-memory hash makes FTS5 flush many small segments, as a large bulk load does.
+        app.conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('hashsize', 1024)")
+        for i in range(120):
             memories.add(app, f"{' '.join(rng.sample(words, 3))} {i}", " ".join(rng.sample(words, 8)), store=store,
                          stored_paths=["."], source="add")
+        segments = "SELECT count(DISTINCT segid) FROM memories_fts_idx"
         queries = [" ".join(rng.sample(words, 5)) for _ in range(10)]
 
         def ranking() -> list:
             return [search.bm25(app.conn, q, app.visible_stores(), 50, max_terms=8) for q in queries]
 
+        assert app.conn.execute(segments).fetchone()[0] > 1
         before = ranking()
-        assert commands.reindex(app)["details"]["memories"] == 40
+        replay.replay(app)
+        assert app.conn.execute(segments).fetchone()[0] == 1
         assert ranking() == before
+        for i in range(5):  # fragmented again, then reindexed
+            memories.add(app, f"extra {i}", "more text", store=store, stored_paths=["."], source="add")
+        assert commands.reindex(app)["details"]["memories"] == 125
+        assert app.conn.execute(segments).fetchone()[0] == 1
