@@ -25,7 +25,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -141,31 +141,68 @@ def _mixed_alnum(token: str) -> bool:
 # each group must occur in the lower-cased text before the (much slower) regex runs.
 
 _Gate = tuple[tuple[str, ...], ...]
+_R = TypeVar("_R", "_Rule", "_InjectionRule")
 
 
 def _gate_open(lower: str, gate: _Gate) -> bool:
     """True when every group of the gate has a member in ``lower``."""
-    if not gate:
-        return True
-    found = _needles_in(lower)
-    for group in gate:
-        if found.isdisjoint(group):
-            return False
-    return True
+    return not gate or not any(map(_needles_in(lower).isdisjoint, gate))
+
+
+class _GatedRules(Generic[_R]):
+    """Rules and their gates, indexed so the open ones are found from the needles in a text
+    (most texts hold a few) rather than by testing every rule's gate."""
+
+    def __init__(self, rules: tuple[_R, ...]) -> None:
+        self.rules = rules
+        self.by_needle: dict[str, list[int]] = {}
+        for i, rule in enumerate(rules):
+            if len(rule.gate) == 1:
+                for needle in rule.gate[0]:
+                    self.by_needle.setdefault(needle, []).append(i)
+        self.always = tuple(i for i, rule in enumerate(rules) if not rule.gate)
+        self.several = tuple(i for i, rule in enumerate(rules) if len(rule.gate) > 1)
+
+    def open(self, lower: str) -> list[_R]:
+        """The rules whose gates are open for ``lower``, in their order."""
+        found = _needles_in(lower)
+        hits = set(self.always)
+        for needle in found:
+            hits.update(self.by_needle.get(needle, ()))
+        hits.update(i for i in self.several if not any(map(found.isdisjoint, self.rules[i].gate)))
+        return [self.rules[i] for i in sorted(hits)]
 
 
 @functools.lru_cache(maxsize=8)
 def _needles_in(lower: str) -> frozenset[str]:
     """Every gate needle and gitleaks keyword that occurs in ``lower``, found in one pass, so
     each rule's gate is then a set lookup instead of its own scan of the text (a scan asks
-    some fifty gates about the same text; cached for the scan's texts).  Only needles whose
-    first two characters occur together in the text are tested: some 300 substring tests
-    per text become a handful."""
-    single, by_pair = _needle_index()
-    found = [n for n in single if n in lower]
-    for pair in by_pair.keys() & set(zip(lower, lower[1:])):
-        found.extend(n for n in by_pair[pair] if n in lower)
+    some fifty gates about the same text; cached for the scan's texts).
+
+    A needle without whitespace lies inside one whitespace-separated chunk, so the text's
+    needles are those of its chunks (memories share most of their words: each chunk's are
+    worked out once and kept) plus the few needles with whitespace, looked for in the whole
+    text.  A chunk's needles come from one regex, the needles as a trie tried at every
+    position: the longest needle starting there, and its prefixes that are needles."""
+    finder, prefixes, spanning = _needle_finder()
+    found: set[str] = set()
+    for chunk in set(lower.split()):
+        got = _CHUNK_NEEDLES.get(chunk)
+        if got is None:
+            got = frozenset().union(*(prefixes[n] for n in set(finder.findall(chunk))))
+            if len(chunk) <= _CHUNK_KEPT_CHARS:
+                if len(_CHUNK_NEEDLES) >= _CHUNKS_KEPT:
+                    _CHUNK_NEEDLES.clear()
+                _CHUNK_NEEDLES[chunk] = got
+        found |= got
+    found.update(n for n in spanning if n in lower)
     return frozenset(found)
+
+
+# The needles of each chunk seen (a word, a path, a flag), bounded: a few MB at most.
+_CHUNK_NEEDLES: dict[str, frozenset[str]] = {}
+_CHUNKS_KEPT = 50_000
+_CHUNK_KEPT_CHARS = 64  # a longer chunk (a key, a blob) is rarely seen twice
 
 
 @functools.cache
@@ -179,13 +216,28 @@ def _all_needles() -> frozenset[str]:
 
 
 @functools.cache
-def _needle_index() -> tuple[tuple[str, ...], dict[tuple[str, str], tuple[str, ...]]]:
-    """The one-character needles, and the others by their first two characters."""
-    by_pair: dict[tuple[str, str], list[str]] = {}
-    for n in _all_needles():
-        if len(n) > 1:
-            by_pair.setdefault((n[0], n[1]), []).append(n)
-    return tuple(n for n in _all_needles() if len(n) == 1), {k: tuple(v) for k, v in by_pair.items()}
+def _needle_finder() -> tuple[re.Pattern[str], dict[str, frozenset[str]], tuple[str, ...]]:
+    """The trie regex (a zero-width lookahead capturing the longest needle at each position),
+    for each needle the needles among its prefixes (itself included), and the needles that
+    hold whitespace (``str.split``'s), which no chunk can."""
+    needles = _all_needles()
+    trie: dict[str, Any] = {}
+    for n in needles:
+        node = trie
+        for ch in n:
+            node = node.setdefault(ch, {})
+        node[""] = {}  # a needle ends here
+
+    def alternatives(node: dict[str, Any]) -> str:
+        branches = [re.escape(ch) + alternatives(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body  # greedy: the longest needle first
+
+    prefixes = {n: frozenset(n[:k] for k in range(1, len(n) + 1) if n[:k] in needles) for n in needles}
+    spanning = tuple(sorted(n for n in needles if n.split() != [n]))
+    return re.compile(f"(?=({alternatives(trie)}))"), prefixes, spanning
 
 
 @attrs.frozen
@@ -246,6 +298,8 @@ _TOKEN_RULES: tuple[_Rule, ...] = (
     _Rule("bearer-token", re.compile(r"(?i)\bbearer[ \t]+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)"),
           (("bearer",),), priority=3, check=lambda m: _looks_secret(m.group("v")), group="v"),
 )
+
+_TOKEN_GATES = _GatedRules(_TOKEN_RULES)
 
 _SCHEME_RE = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}$")
 _USERINFO_RE = re.compile(r"(?P<u>[^\s:/?#@\[\]\"'<>]*):(?P<v>[^\s/?#@\"']+)@(?=[\w\[])")
@@ -425,33 +479,37 @@ _LEAK_PARAMS = (r"data|secrets?|tokens?|keys?|pass(?:word)?|pwd|creds?|credentia
                 r"|prompt|context|memory|memories|env|leak|exfil|payload|q")
 _FETCHERS = r"(?:curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod)\b"
 
+# Every rule carries a gate (a literal each of its matches contains): an injection is rare,
+# so most texts run none of these regexes.
+_OVERRIDE_VERBS = ("ignore", "disregard", "forget", "override")
 _INJECTION_RULES: tuple[_InjectionRule, ...] = (
     _inj("override-instructions",
          r"(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|each|every|the|your|my|of|these"
          r"|those|such)\s+)*(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial"
          r"|system|developer|safety)(?:\s+(?:and|or|&)\s+(?:following|subsequent|later|other|future))?"
          r"\s+(?:instructions?|prompts?|rules|directions?|guidelines|guidance"
-         r"|messages?|context|commands?|constraints|polic(?:y|ies))\b"),
+         r"|messages?|context|commands?|constraints|polic(?:y|ies))\b", ((*_OVERRIDE_VERBS, "bypass"),)),
     _inj("override-instructions",
          r"(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:your|these)\s+(?:instructions"
-         r"|rules|guidelines)\b"),
+         r"|rules|guidelines)\b", (("ignore", "disregard", "forget"),)),
     _inj("override-instructions",
          r"(?:ignore|disregard|forget|override|bypass|reveal|leak)\s+(?:the\s+|your\s+|this\s+)?"
-         r"system\s+(?:prompt|message)\b"),
+         r"system\s+(?:prompt|message)\b", ((*_OVERRIDE_VERBS, "bypass", "reveal", "leak"), ("system",))),
     _inj("override-instructions",
          r"you\s+are\s+now\s+(?:a|an|the|my|in|no\s+longer|free|unrestricted|unfiltered|jailbroken"
-         r"|dan|acting)\b"),
+         r"|dan|acting)\b", (("you",), ("now",))),
     _inj("override-instructions",
          r"(?:new|updated|revised|real|actual|true|additional|override)\s+(?:system\s+)?instructions?\s*:",
          (("instruction",),)),
     _inj("override-instructions",
-         r"from\s+now\s+on,?\s+(?:you|the\s+assistant|the\s+agent)\s+(?:will|must|should|are|shall)\b"),
+         r"from\s+now\s+on,?\s+(?:you|the\s+assistant|the\s+agent)\s+(?:will|must|should|are|shall)\b",
+         (("from",), ("now",))),
     _inj("override-instructions",
          r"do\s+not\s+(?:follow|obey)\s+(?:the\s+|your\s+|any\s+)?(?:previous|prior|system|developer"
-         r"|original)\s+(?:instructions|prompt|rules)\b"),
+         r"|original)\s+(?:instructions|prompt|rules)\b", (("follow", "obey"),)),
     _inj("fake-role-tag",
          r"<\s*/?\s*(?:system|assistant|developer|human|system[-_]?(?:prompt|message|reminder)|im_start"
-         r"|im_end)\b[^<>\n]{0,80}>", bounded=False),
+         r"|im_end)\b[^<>\n]{0,80}>", (("<",),), bounded=False),
     _inj("fake-role-tag", r"<\|[a-z_]{2,30}\|>|\[/?inst\]|<</?sys>>", (("<|", "inst]", "<<"),),
          bounded=False),
     _inj("fake-role-tag",
@@ -459,7 +517,7 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
          r"(?:[ \t]+(?:prompt|message))?[ \t]*:", (("#",), (":",)), bounded=False),
     _inj("fake-role-tag", r"^[ \t]*(?:system|assistant|developer|human)[ \t]*:",
          (("system", "assistant", "developer", "human"), (":",)), bounded=False),
-    _inj("fake-role-tag", r"<\s*/?\s*realmem(?:[-_][\w-]*)?\b[^<>]{0,200}>", bounded=False),
+    _inj("fake-role-tag", r"<\s*/?\s*realmem(?:[-_][\w-]*)?\b[^<>]{0,200}>", (("realmem",),), bounded=False),
     _inj("exfiltration",
          rf"(?:curl|wget|nc|ncat|netcat|scp|rsync|sftp|iwr|irm|invoke-webrequest|invoke-restmethod)\b"
          rf"[^\n|;&]{{0,200}}?(?:{_SENSITIVE}|{_ENV_DUMP})",
@@ -481,7 +539,7 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
          (("$(",), ("curl", "wget")), bounded=False),
     _inj("pipe-to-shell",
          r"(?:iex|invoke-expression)\b\s*\(?\s*(?:\(\s*)?(?:iwr|irm|invoke-webrequest|invoke-restmethod"
-         r"|new-object\s+(?:system\.)?net\.webclient)\b"),
+         r"|new-object\s+(?:system\.)?net\.webclient)\b", (("iex", "invoke-expression"),)),
     # An encoded payload decoded straight into a shell: ``echo ... | base64 -d | sh``.
     _inj("pipe-to-shell",
          rf"(?:base64|base32|openssl\s+(?:base64|enc))\s+(?:-\w+\s+)*(?:-d|-di|-D|--decode)\b[^\n;&]*?\|\s*"
@@ -501,17 +559,20 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
     _inj("override-instructions",
          r"(?:approve|accept|store|save|remember|trust|allow|whitelist|keep)\s+(?:all|every|any)\s+(?:future|subsequent"
          r"|new|later|incoming|following|other)\s+(?:memories|memory|facts?|candidates?|requests?|commands?"
-         r"|changes|instructions|edits|writes)\b"),
+         r"|changes|instructions|edits|writes)\b",
+         (("approve", "accept", "store", "save", "remember", "trust", "allow", "whitelist", "keep"),
+          ("all", "every", "any"))),
     _inj("override-instructions",
          r"(?:always|automatically|auto-?)\s*(?:approve|accept|store|allow)\s+(?:all|every|any|everything)\b"
          r"|never\s+(?:refuse|reject|decline|question|block)\s+(?:any|a|another)\s+(?:request|memory|fact|command"
-         r"|instruction)"),
+         r"|instruction)", (("always", "auto", "never"),)),
     # "forget everything above", "disregard all of the above", "ignore what you were told"
     _inj("override-instructions",
          r"(?:ignore|disregard|forget|override)\s+(?:(?:all|everything|anything)\s+(?:of\s+)?(?:the\s+)?"
          r"(?:above|before|previously|prior|earlier|said|written)|all\s+(?:of\s+)?the\s+above\b"
          r"|the\s+above\s*(?:[.,;:!]|$|and\b|text\b)"
-         r"|what\s+(?:you\s+(?:were|have\s+been)\s+told|i\s+said)\s+(?:before|above|earlier|previously))"),
+         r"|what\s+(?:you\s+(?:were|have\s+been)\s+told|i\s+said)\s+(?:before|above|earlier|previously))",
+         (_OVERRIDE_VERBS,)),
     # "new system prompt: ...", "reveal your system prompt", "print your initial instructions"
     _inj("override-instructions",
          r"(?:new|updated|revised|real|actual|true|hidden|secret|override)\s+system\s+(?:prompt|message|rules?)\s*:"
@@ -520,22 +581,28 @@ _INJECTION_RULES: tuple[_InjectionRule, ...] = (
          r"(?:reveal|print|show|output|repeat|display|dump|leak|tell\s+me|write\s+out)\s+(?:me\s+)?(?:your|the)"
          r"\s+(?:full\s+|entire\s+|exact\s+|original\s+|initial\s+|hidden\s+|secret\s+)*(?:system\s+prompt"
          r"|system\s+message|(?:initial|hidden|original|secret)\s+(?:prompt|instructions)|instructions\s+above"
-         r"|prompt\s+above|words\s+above)"),
+         r"|prompt\s+above|words\s+above)",
+         (("reveal", "print", "show", "output", "repeat", "display", "dump", "leak", "tell", "write"),
+          ("prompt", "message", "instructions", "above"))),
     # Jailbreak personas and modes from public prompt-injection lists.
     _inj("override-instructions",
          r"(?:pretend|imagine)\s+(?:to\s+be|you\s+are|that\s+you\s+are)\s+(?:an?\s+)?(?:evil|unrestricted|unfiltered"
          r"|uncensored|jailbroken|malicious|dan\b)|\b(?:dan|developer|god|sudo|jailbreak)\s+mode\s+"
-         r"(?:enabled|activated|on)\b|\bdo\s+anything\s+now\b|\bi\s+have\s+been\s+pwned\b"),
+         r"(?:enabled|activated|on)\b|\bdo\s+anything\s+now\b|\bi\s+have\s+been\s+pwned\b",
+         (("pretend", "imagine", "mode", "anything", "pwned"),)),
     # Instructions addressed to whichever model later reads the text (indirect injection).
     _inj("override-instructions",
          r"(?:note|message|instructions?)\s+(?:to|for)\s+(?:any\s+|all\s+|the\s+)?(?:ai|llm|language\s+model"
          r"|assistant|agent|model)s?\b|\b(?:ai|llm|assistant|agent|model)s?\s+(?:reading|processing|parsing"
-         r"|summari[sz]ing)\s+this\b[^\n]{0,40}?(?:must|should|shall|will|are\s+to|need\s+to)\b"),
+         r"|summari[sz]ing)\s+this\b[^\n]{0,40}?(?:must|should|shall|will|are\s+to|need\s+to)\b",
+         (("note", "message", "instruction", "reading", "processing", "parsing", "summari"),)),
     _inj("override-instructions",
          r"(?:disable|turn\s+off|deactivate|bypass|ignore)\s+"
          r"(?:your|all\s+(?:of\s+)?your|the\s+(?:assistant|agent|model)'?s?)"
-         r"\s+(?:safety|content|ethical|moral)?\s*(?:filters?|guardrails|restrictions|safeguards|guidelines|rules)\b"),
+         r"\s+(?:safety|content|ethical|moral)?\s*(?:filters?|guardrails|restrictions|safeguards|guidelines|rules)\b",
+         (("disable", "turn", "deactivate", "bypass", "ignore"),)),
 )
+_INJECTION_GATES = _GatedRules(_INJECTION_RULES)
 # Case matters here: ``<instructions>`` is a prompt tag, ``Vec<Instruction>`` is Rust, and
 # ``[SYSTEM]`` is a role marker while ``[system]`` is a TOML table.
 _CASED_TAG_RE = re.compile(r"<\s*/?\s*instructions?\b[^<>\n]{0,80}>|\[(?:SYSTEM|ASSISTANT|DEVELOPER)\]")
@@ -648,8 +715,7 @@ def _rule_findings(text: str, lower: str) -> list[Finding]:
     """Matches of the gated injection rules (``lower`` is ``text`` lower-cased, same length)."""
     found = [
         Finding(INJECTION, rule.kind, m.start(), m.end())
-        for rule in _INJECTION_RULES
-        if _gate_open(lower, rule.gate)
+        for rule in _INJECTION_GATES.open(lower)
         for m in _bounded_matches(rule, lower)
     ]
     found += [Finding(INJECTION, "fake-role-tag", m.start(), m.end())
@@ -887,11 +953,16 @@ class GitleaksRules:
         """The rules whose keywords occur in ``lower``, in file order."""
         hits = set(self.always)
         found = _needles_in(lower)
-        # a rule file other than the vendored one (the update script's) may have keywords of its own
-        own = [k for k in self.by_keyword.keys() - _all_needles() if k in lower]
+        own = [k for k in self._own_keywords if k in lower]
         for keyword in (*found, *own):
             hits.update(self.by_keyword.get(keyword, ()))
         return [self.rules[i] for i in sorted(hits)]
+
+    @functools.cached_property
+    def _own_keywords(self) -> tuple[str, ...]:
+        """Keywords ``_needles_in`` does not look for: a rule file other than the vendored one
+        (the update script's) may have keywords of its own.  Worked out once, not per text."""
+        return tuple(sorted(self.by_keyword.keys() - _all_needles()))
 
 
 @functools.cache
@@ -1006,9 +1077,7 @@ def _gitleaks_secret_span(m: re.Match[str], group: int) -> tuple[int, int] | Non
 
 def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
     """(kind, start, end, priority) for every secret rule match."""
-    for rule in _TOKEN_RULES:
-        if not _gate_open(lower, rule.gate):
-            continue
+    for rule in _TOKEN_GATES.open(lower):
         for m in rule.regex.finditer(text):
             if (rule.check is None or rule.check(m)) and m.end(rule.group) > m.start(rule.group):
                 yield rule.kind, m.start(rule.group), m.end(rule.group), rule.priority
@@ -1060,11 +1129,12 @@ def _secret_findings(text: str, lower: str) -> list[Finding]:
     """Secret spans merged where they overlap; each region takes its most specific kind.
     Spans inside a public key or certificate, documentation placeholders and realmem ids found
     only by a generic rule are dropped."""
-    public = _public_spans(text, lower)
     raw = [r for r in _raw_secrets(text, lower)
            if not _DOC_PLACEHOLDER_RE.search(text, r[1], r[2])
-           and not (r[3] == _GENERIC_PRIORITY and _is_short_uuid7(text[r[1]:r[2]]))
-           and not any(p_start <= r[1] and r[2] <= p_end for p_start, p_end in public)]
+           and not (r[3] == _GENERIC_PRIORITY and _is_short_uuid7(text[r[1]:r[2]]))]
+    if raw:  # most texts hold no secret: their public keys need not be looked for
+        public = _public_spans(text, lower)
+        raw = [r for r in raw if not any(p_start <= r[1] and r[2] <= p_end for p_start, p_end in public)]
     regions: list[tuple[int, int, int, str]] = []  # start, end, priority, kind
     for kind, start, end, priority in sorted(raw, key=lambda r: (r[1], -r[2])):
         if regions and start < regions[-1][1]:

@@ -25,7 +25,11 @@ from realmem.gate.safety import (
     SECRET,
     Finding,
     ScanResult,
+    _INJECTION_RULES,
+    _TOKEN_RULES,
     _all_needles,
+    _bounded_matches,
+    _gate_open,
     _gitleaks_findings,
     _go_regex,
     _lower,
@@ -376,7 +380,8 @@ def test_keyword_prefilter_runs_only_rules_whose_keyword_occurs() -> None:
     assert "npm-access-token" not in kinds
 
 
-NEEDLE_PIECES = st.sampled_from(sorted(_all_needles()) + [" ", "a", "b", "\n", "\u212a", "İ", "Key", "TOKEN"])
+NEEDLE_PIECES = st.sampled_from(sorted(_all_needles()) + [" ", "a", "b", "\n", "\u212a", "İ", "Key", "TOKEN",
+                                                          "\x1f", "\u3000", "\t"])  # whitespace str.split splits on
 
 
 @settings(max_examples=300, deadline=None)
@@ -388,6 +393,24 @@ def test_the_one_keyword_pass_finds_exactly_the_needles_in_the_text(text: str) -
     loaded = gitleaks_rules()
     expected = [r for r in loaded.rules if any(k in lower for k in r.keywords) or not r.keywords]
     assert loaded.candidates(lower) == expected
+
+
+def test_every_gate_is_open_whenever_its_rule_matches() -> None:
+    """A gate only skips a regex that cannot match: on the secret, injection and clean corpora,
+    every token and injection rule that matches ungated has its gate open, and every
+    injection rule is matched at least once (the check is not vacuous)."""
+    texts = [s.text for s in SECRETS] + [t for t, _ in INJECTIONS] + clean_lines()
+    matched = set()
+    for text in texts:
+        lower = _lower(text)
+        for rule in _TOKEN_RULES:
+            if rule.regex.search(text):
+                assert _gate_open(lower, rule.gate), (rule.kind, text)
+        for i, rule in enumerate(_INJECTION_RULES):
+            if next(_bounded_matches(rule, lower), None) is not None:
+                assert _gate_open(lower, rule.gate), (rule.kind, text)
+                matched.add(i)
+    assert matched == set(range(len(_INJECTION_RULES)))
 
 
 def test_a_rule_file_with_keywords_of_its_own_is_still_prefiltered_by_them(tmp_path: Path) -> None:
