@@ -209,24 +209,27 @@ class Realmem:
     # --- writing -------------------------------------------------------------------------
 
     def emit(self, events: Iterable[ev.Event], *, lock_timeout: float | None = None,
-             expect: Mapping[Key, int] | None = None, on_disk: Iterable[Key] = ()) -> list[Envelope]:
+             expect: Mapping[Key, int] | None = None, on_disk: Iterable[Key] = (),
+             seen: Mapping[str, Mapping[str, tuple[int, int] | None]] | None = None) -> list[Envelope]:
         """Append events and apply them to every projection.  Table-only events skip the lease
         lock (they never touch files); everything else holds it.  ``expect``: the version
         (``last_seq``) each memory had when the change was decided; a different one raises
         ChangedMeanwhile and appends nothing.  ``on_disk``: memories whose file already holds
         their new text under the same name (a scan read it there): their files are not
-        rewritten, so an edit made since the scan read them is never overwritten."""
+        rewritten, so an edit made since the scan read them is never overwritten.  ``seen``:
+        per store, the file stats a scan read these events from (``FileProjector.record_seen``),
+        recorded in the same transaction, so no reader sees the events without them."""
         events = list(events)
         if not events:
             return []
-        if expect is None and all(isinstance(e, COUNTS_ONLY) for e in events):
+        if expect is None and not seen and all(isinstance(e, COUNTS_ONLY) for e in events):
             return self._append_counts(events)
         if all(isinstance(e, TABLE_ONLY) for e in events):
-            return self._append_and_apply(events)[0]
+            return self._append_and_apply(events, seen=seen)[0]
         self._refuse_escaped(events)
         with self.write_lease(lock_timeout):
             events = self._claim_file_names(events)
-            envs, before, after, keys = self._append_and_apply(events, expect=expect or {}, fenced=True)
+            envs, before, after, keys = self._append_and_apply(events, expect=expect or {}, fenced=True, seen=seen)
             faults.point("after-commit")
             if self.projector.apply(before, after, keys.difference(on_disk)):
                 faults.point("before-position")
@@ -321,7 +324,8 @@ class Realmem:
         return out
 
     def _append_and_apply(self, events: list[ev.Event], *, expect: Mapping[Key, int] | None = None,
-                          fenced: bool = False) -> tuple[list[Envelope], State, State, set[Key]]:
+                          fenced: bool = False, seen: Mapping[str, Mapping[str, tuple[int, int] | None]] | None = None,
+                          ) -> tuple[list[Envelope], State, State, set[Key]]:
         keys: set[Key] = set()
         small: set[str] = set()
         for e in events:
@@ -343,6 +347,8 @@ class Realmem:
                 apply(state, env)
                 envs.append(env)
             tables.save(self.conn, state, keys, small)
+            for store, stats in (seen or {}).items():
+                self.projector.record_seen(store, stats)
             faults.point("before-commit")
             files_current = self.projection_seq(FILES) >= self.projection_seq("tables")
             advance(self.conn, "tables", envs[-1].seq)

@@ -254,14 +254,15 @@ class FileProjector:
 
     def record_seen(self, store: str, seen: Mapping[str, tuple[int, int] | None]) -> None:
         """Record (mtime_ns, size) per file name as a scan read and accepted it (None: forget
-        the entry), so the next scan skips what has not changed."""
-        for name, st in seen.items():
-            if st is None:
-                self.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
-            else:
-                self.conn.execute(
-                    "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
-                    "mtime_ns=excluded.mtime_ns, size=excluded.size", (store, name, *st))
+        the entry), so the next scan skips what has not changed.  One statement for all."""
+        gone = [(store, name) for name, st in seen.items() if st is None]
+        kept = [(store, name, *st) for name, st in seen.items() if st is not None]
+        if gone:
+            self.conn.executemany("DELETE FROM file_stats WHERE store=? AND file=?", gone)
+        if kept:
+            self.conn.executemany(
+                "INSERT INTO file_stats VALUES (?,?,?,?) ON CONFLICT(store, file) DO UPDATE SET "
+                "mtime_ns=excluded.mtime_ns, size=excluded.size", kept)
 
     # --- the names a memory's files had ----------------------------------------------------
 

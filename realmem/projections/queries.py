@@ -244,3 +244,52 @@ def store_locations(conn: apsw.Connection) -> list[tuple[str, str, str | None]]:
     """(store, dir, root) of every registered store."""
     return conn.execute("SELECT store, dir, root FROM stores").fetchall()
 
+
+
+# -- observing fact files (write/observe.py's scan) ------------------------------------------
+
+def file_stats(conn: apsw.Connection, store: str) -> dict[str, tuple[int, int]]:
+    """File name -> (mtime_ns, size) as realmem last wrote or read each file of ``store``."""
+    return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT file, mtime_ns, size FROM file_stats WHERE store=?",
+                                                     (store,))}
+
+
+def file_stat(conn: apsw.Connection, store: str, file: str) -> tuple[int, int] | None:
+    """One file's recorded (mtime_ns, size), None when none is."""
+    row = conn.execute("SELECT mtime_ns, size FROM file_stats WHERE store=? AND file=?", (store, file)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def file_stat_count(conn: apsw.Connection, store: str, *, exclude: str) -> int:
+    """How many files of ``store`` have recorded stats, the entry named ``exclude`` not counted."""
+    return conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?", (store, exclude)).fetchone()[0]
+
+
+def memory_files(conn: apsw.Connection, store: str) -> dict[str, tuple[str, str]]:
+    """Memory id -> (file name, file text) of every memory of ``store``."""
+    return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
+
+
+def files_with_hash(conn: apsw.Connection, store: str, content_hash: str) -> list[tuple[str, str]]:
+    """(id, file name) of the memories of ``store`` with this content hash."""
+    return conn.execute("SELECT id, file FROM memories WHERE store=? AND hash=?", (store, content_hash)).fetchall()
+
+
+def memory_ids(conn: apsw.Connection, store: str) -> list[str]:
+    """The ids of every memory of ``store``."""
+    return [r[0] for r in conn.execute("SELECT id FROM memories WHERE store=?", (store,))]
+
+
+def has_memories(conn: apsw.Connection, store: str) -> bool:
+    return conn.execute("SELECT 1 FROM memories WHERE store=? LIMIT 1", (store,)).fetchone() is not None
+
+
+def file_problems(conn: apsw.Connection, store: str) -> dict[str, tuple[str, str]]:
+    """File name -> (digest, problem kind) of the problems recorded in ``store``."""
+    return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT file, digest, problem FROM problems WHERE store=?",
+                                                     (store,))}
+
+
+def store_registrations(conn: apsw.Connection) -> dict[str, tuple[str, str, str | None, str | None]]:
+    """Store -> (kind, dir, project key, root) of every registered store."""
+    return {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute("SELECT store, kind, dir, project_key, root FROM stores")}

@@ -55,7 +55,7 @@ _RACY_NS = 1_000_000_000
 # A scan's events are appended in transactions of this many: a few big appends instead of one
 # per file, yet short enough that another process's write (a session start's, a recall hit's)
 # never waits long for a `git pull`'s thousands.  A crash keeps the batches committed; the
-# files of the others are read again by the next scan (their stats are recorded after).
+# files of the others are read again by the next scan (each batch records its files' stats).
 EMIT_BATCH = 500
 _DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
 
@@ -94,7 +94,14 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
                     # (inode, mtime, size) is what the first pass saw is not read, parsed or scanned twice.
                     events, seen, on_disk = _scan_store(app, store, reads)
                     for i in range(0, len(events), EMIT_BATCH):
-                        out.extend(app.emit(events[i:i + EMIT_BATCH], on_disk=on_disk))
+                        batch = events[i:i + EMIT_BATCH]
+                        # Each batch records the stats of the files it observed, the last one all
+                        # the others: no reader sees a scan's events without its file stats.
+                        last = i + EMIT_BATCH >= len(events)
+                        stats = seen if last else {n: seen.pop(n) for n in _files_of(batch) if n in seen}
+                        out.extend(app.emit(batch, on_disk=on_disk, seen={store: stats}))
+                    if events:
+                        seen = {}
             except LockTimeout:
                 logger.info("scan.deferred", store=store, reason="write lease busy")
                 continue
@@ -104,12 +111,17 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
     return out
 
 
+def _files_of(events: list[ev.Event]) -> set[str]:
+    """The names of the files a scan's events observed as facts."""
+    return {e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None}
+
+
 def _settled(dir_stamp: int, started: int) -> bool:
     return 0 < dir_stamp < started - _RACY_NS
 
 
 def _file_count(app: Realmem, store: str) -> int:
-    return app.conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?", (store, _DIR_ROW)).fetchone()[0]
+    return queries.file_stat_count(app.conn, store, exclude=_DIR_ROW)
 
 
 def _record_dir(app: Realmem, store: str, dir_stamp: int | None, started: int) -> None:
@@ -133,9 +145,8 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     one directory listing and stat per file, nothing read."""
     pending = 0
     for store in stores or app.visible_stores():
-        stats = {r[0]: (r[1], r[2]) for r in app.conn.execute(
-            "SELECT file, mtime_ns, size FROM file_stats WHERE store=? AND file!=?", (store, _DIR_ROW))}
-        known = {r[0] for r in app.conn.execute("SELECT file FROM memories WHERE store=?", (store,))}
+        stats = queries.file_stats(app.conn, store)  # its _DIR_ROW never matches a fact file's name
+        known = queries.file_names(app.conn, store)
         try:
             entries = [e for e in os.scandir(app.store_dir(store)) if e.name.endswith(".md") and not e.name.startswith(".")]
         except OSError:
@@ -150,7 +161,7 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
                 continue
             if stats.get(e.name) != (st.st_mtime_ns, st.st_size):
                 pending += 1
-        problems = {r[0] for r in app.conn.execute("SELECT file FROM problems WHERE store=?", (store,))}
+        problems = set(queries.file_problems(app.conn, store))
         pending += len((known | problems) - present)  # gone: a memory to delete, a problem resolved
     return pending
 
@@ -167,7 +178,7 @@ def _dir_stamp(app: Realmem, store: str) -> int | None:
 
 
 def _unchanged(app: Realmem, store: str, dir_stamp: int) -> bool:
-    row = app.conn.execute("SELECT mtime_ns, size FROM file_stats WHERE store=? AND file=?", (store, _DIR_ROW)).fetchone()
+    row = queries.file_stat(app.conn, store, _DIR_ROW)
     return row is not None and row[0] == dir_stamp and row[1] > QUICK_OPEN_FILES
 
 
@@ -207,11 +218,11 @@ def _scan_store(app: Realmem, store: str,
                 reads: _Reads) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
     """(events, file stats to record, memories whose file already holds their observed text)."""
     d = app.store_dir(store)
-    known = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
+    known = queries.memory_files(app.conn, store)
     by_file = {f: mem_id for mem_id, (f, _) in known.items()}
-    stats = {r[0]: (r[1], r[2]) for r in app.conn.execute("SELECT file, mtime_ns, size FROM file_stats WHERE store=?", (store,))}
+    stats = queries.file_stats(app.conn, store)
     problems, kinds = {}, {}
-    for name, digest, kind in app.conn.execute("SELECT file, digest, problem FROM problems WHERE store=?", (store,)):
+    for name, (digest, kind) in queries.file_problems(app.conn, store).items():
         problems[name], kinds[name] = digest, kind
     events: list[ev.Event] = []
     seen_ids: dict[str, str] = {}
@@ -406,7 +417,7 @@ def _identify(app: Realmem, store: str, name: str, parsed: files.Parsed, old_id:
     keeps the identity of the memory with the same fact whose file is gone."""
     if old_id is None:  # renamed as well?  The same fact whose own file is gone is that memory
         h = ev.content_hash(parsed.caption, parsed.content)
-        for mem_id, file in app.conn.execute("SELECT id, file FROM memories WHERE store=? AND hash=?", (store, h)):
+        for mem_id, file in queries.files_with_hash(app.conn, store, h):
             if mem_id not in seen_ids and file not in present:
                 return mem_id, None
         return ids.new_id(), None
@@ -423,13 +434,13 @@ def _identify(app: Realmem, store: str, name: str, parsed: files.Parsed, old_id:
 def migrate_path_store(app: Realmem, project: Project) -> None:
     """After the first commit, move personal memories from the path key to the git key."""
     old_store = f"personal:{project.path_key}"
-    rows = app.conn.execute("SELECT id FROM memories WHERE store=?", (old_store,)).fetchall()
+    rows = queries.memory_ids(app.conn, old_store)
     if not rows:
         return
     new_store = project.personal_store
     events: list[ev.Event] = []
     taken = app.taken_names(new_store)
-    for (mem_id,) in rows:
+    for mem_id in rows:
         mem = app.memory((old_store, mem_id))
         assert mem is not None
         name = mem.file if mem.file not in taken else files.file_name(mem.caption, mem_id, taken)
@@ -475,7 +486,7 @@ def register_stores(app: Realmem) -> None:
         personal_dir = app.home / "personal" / p.key
         wanted.append(ev.StoreRegistered(p.personal_store, "personal", str(personal_dir), p.key, str(p.root)))
     app.load_store_dirs()
-    known = {row[0]: row[1:] for row in app.conn.execute("SELECT store, kind, dir, project_key, root FROM stores")}
+    known = queries.store_registrations(app.conn)
     new = [e for e in wanted if known.get(e.store) != (e.kind, e.dir, e.project_key, e.root)]
     if new:
         app.emit(new)
@@ -501,7 +512,7 @@ def migrate_path_keyed(app: Realmem, p: Project) -> None:
     from the path key to the git key (deferred while the write lease is busy)."""
     old_store = f"personal:{p.path_key}"
     try:
-        if app.conn.execute("SELECT 1 FROM memories WHERE store=? LIMIT 1", (old_store,)).fetchone():
+        if queries.has_memories(app.conn, old_store):
             with app.write_lease(0):  # only when there is something to move
                 migrate_path_store(app, p)
     except WriteBusy:

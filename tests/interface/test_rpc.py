@@ -254,13 +254,15 @@ def test_session_start_reads_a_large_backlog_in_the_background(spawn: Any, repo:
     assert f"reading {total} new or changed fact files in the background" in res["notification"]
     assert "Temporary note 0" in c.call("prompt_section", {"cwd": str(repo)})["text"]
     deadline = time.monotonic() + WAIT
-    while True:  # the background scan commits in batches: wait for the last one
+    while True:  # the background scan commits in batches: wait for the last one and the files it writes
         with open_attached(home, repo, scan=False) as a:
             n = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'Pulled fact %'").fetchone()[0]
-        if n == total or time.monotonic() > deadline:
+            pending = observe.backlog(a)
+        if (n == total and pending == 0) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     assert n == total  # the one without an id was adopted with a fresh one
+    assert pending == 0
     again = c.call("session_start", {"cwd": str(repo), "session": "s"})
     assert again["observing"] == 0 and again["notification"] is None
     assert c.close() == 0

@@ -71,6 +71,27 @@ def test_a_scan_larger_than_a_batch_projects_every_file(home: Path, repo: Path) 
         assert observe.scan_stores(app) == []  # nothing is read twice into the log
 
 
+def test_each_batch_records_the_stats_of_its_files_with_its_events(home: Path, repo: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a batch is in, another process finds none of its files left to read (session start
+    counts what is left this way): the stats are written in the batch's transaction."""
+    d = shared_dir(home, repo)
+    pull(d, observe.EMIT_BATCH + 30)
+    left: list[int] = []
+    with observe.open_attached(home, repo, scan=False) as app:
+        real = app.emit
+
+        def emit(events: list, **kw: object) -> list:
+            out = real(events, **kw)  # type: ignore[arg-type]
+            with observe.open_attached(home, repo, scan=False) as other:
+                left.append(observe.backlog(other))
+            return out
+
+        monkeypatch.setattr(app, "emit", emit)
+        observe.scan_stores(app)
+    assert left == [30, 0]
+
+
 def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pass under the lease reuses what the first pass read when the file is unchanged."""
     d = shared_dir(home, repo)
