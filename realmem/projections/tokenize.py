@@ -177,7 +177,26 @@ def _cjk_tokens(run: str, *, unigrams: bool) -> Iterator[str]:
         yield run[i : i + 2]
 
 
+def _ascii_tokens(text: str) -> list[str]:
+    """``_word_tokens`` of ASCII text, the common case, inline: a lowercase word or a number
+    (no case or digit boundary inside) is its own one token."""
+    out: list[str] = []
+    for run in _word().findall(text):
+        if (run.isalpha() and run.islower()) or run.isdigit():
+            out.append(run)
+            continue
+        out.append(run.lower())
+        parts = _identifier_parts(run)
+        if len(parts) > 1:
+            out.extend(part.lower() for part in parts)
+    return out
+
+
 def _tokens(text: str, *, unigrams: bool) -> Iterator[str]:
+    if text.isascii():
+        # NFKC leaves ASCII alone and it holds no CJK: one chunk, and (as below) no ICU pass.
+        yield from _ascii_tokens(text)
+        return
     for match in _chunk().finditer(_normalise(text)):
         cjk, other = match.groups()
         if cjk is not None:
