@@ -24,8 +24,10 @@ import attrs
 
 from realmem.app import Realmem, WriteBusy
 from realmem.events import types as ev
+from realmem.events import log
 from realmem.events.log import now_iso
 from realmem.projections import files
+from realmem.projections.projector import FILES
 from realmem.storage import fsutil
 from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.storage.lock import LockTimeout
@@ -64,9 +66,10 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
                 full: bool = True) -> list[ev.Envelope]:
     """Scan the visible stores; returns the events recorded.
 
-    The scan itself only reads.  A store whose files differ from the tables is scanned again
-    under the write lease (its files caught up with the log first, so a file a killed writer
-    never wrote is not taken for a deletion) to record what changed.  When the lease stays
+    The scan itself only reads.  A store whose files differ from the tables records what
+    changed under the write lease, scanned again there unless the log and its projections
+    stayed where the first pass found them, caught up (else its files are caught up with the
+    log first, so a file a killed writer never wrote is not taken for a deletion).  When the lease stays
     busy for ``wait`` seconds the last projected state is served, and a later scan records it.
     ``full=False`` (opening a store) skips a large store whose directory has not changed
     since its last scan, and any store where no file changed.
@@ -86,13 +89,17 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
                         _record_dir(app, store, dir_stamp, started)
                 continue
         reads = _Reads()
+        positions = _positions(app)
         events, seen, on_disk = _scan_store(app, store, reads)
         if events:
             try:
                 with app.write_lease(wait):
-                    # Again under the lease (the tables may have moved), but a file whose
-                    # (inode, mtime, size) is what the first pass saw is not read, parsed or scanned twice.
-                    events, seen, on_disk = _scan_store(app, store, reads)
+                    if _positions(app) != positions or len(set(positions)) != 1:
+                        # Again under the lease: the tables moved, or a killed writer's files were
+                        # caught up (the first pass may have taken a file it never wrote for a
+                        # deletion).  A file whose (inode, mtime, size) is what the first pass saw
+                        # is not read, parsed or scanned twice.
+                        events, seen, on_disk = _scan_store(app, store, reads)
                     for i in range(0, len(events), EMIT_BATCH):
                         batch = events[i:i + EMIT_BATCH]
                         # Each batch records the stats of the files it observed, the last one all
@@ -109,6 +116,13 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
             app.projector.record_seen(store, seen)
             _record_dir(app, store, dir_stamp, started)
     return out
+
+
+def _positions(app: Realmem) -> tuple[int, int, int]:
+    """The log's last event and how far the tables and the files have applied it: while these
+    stay the same and equal, what a scan read from the tables still holds (they change only
+    through the log; file_stats outside it only for files that need no event)."""
+    return log.last_seq(app.conn), app.projection_seq("tables"), app.projection_seq(FILES)
 
 
 def _files_of(events: list[ev.Event]) -> set[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fake_secret
+from realmem.events import types as ev
 from realmem.stores import ids
 from realmem.write import observe
 from realmem.projections import files
@@ -108,6 +109,33 @@ def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch
         assert len(observe.scan_stores(app)) == 12
     assert sorted(reads) == sorted(f"pulled-{i}.md" for i in range(12))
     assert_projected(home, repo, "pulled", 12)
+
+
+def test_the_pass_under_the_lease_runs_only_when_the_log_moved(home: Path, repo: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing written since the first pass: its events are recorded as they are.  An event
+    appended in between (another process's write): the store is scanned again under the lease."""
+    d = shared_dir(home, repo)
+    passes: list[str] = []
+    real = observe._scan_store
+
+    def counting(app: observe.Realmem, store: str, reads: object) -> tuple:
+        passes.append(store)
+        out = real(app, store, reads)  # type: ignore[arg-type]
+        if meddle and len(passes) == 1:
+            with observe.open_attached(home, repo, scan=False) as other:
+                other.emit([ev.RecallHit([])])
+        return out
+
+    monkeypatch.setattr(observe, "_scan_store", counting)
+    for meddle, tag, want in ((False, "quiet", 1), (True, "meddled", 2)):
+        pull(d, 3, tag=tag)
+        passes.clear()
+        with observe.open_attached(home, repo, scan=False) as app:
+            assert len(observe.scan_stores(app, [app.project.shared_store])) == 3  # type: ignore[union-attr]
+        assert len(passes) == want
+    assert_projected(home, repo, "quiet", 3)
+    assert_projected(home, repo, "meddled", 3)
 
 
 def test_a_file_changed_after_the_first_read_is_read_again(tmp_path: Path) -> None:
