@@ -340,12 +340,10 @@ class Realmem:
             self._catch_up_tables()
             state = tables.load(self.conn, keys, small)
             before = State(memories={k: attrs.evolve(m) for k, m in state.memories.items()})  # Fields are frozen
-            envs = []
-            for e in events:
-                _check_version(state, e, expect)
-                env = log.append(self.conn, e, session=self.session)
+            envs = log.append_many(self.conn, events, session=self.session)
+            for env in envs:  # a version that fails its check rolls the appends back
+                _check_version(state, env.event, expect)
                 apply(state, env)
-                envs.append(env)
             tables.save(self.conn, state, keys, small)
             for store, stats in (seen or {}).items():
                 self.projector.record_seen(store, stats)

@@ -21,15 +21,27 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+_INSERT = "INSERT INTO events(time, type, memory_id, store, pid, session, payload) VALUES (?,?,?,?,?,?,?)"
+
+
+def _row(event: Event, t: str, pid: int, session: str | None) -> tuple:
+    payload = orjson.dumps(to_payload(event), option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    return t, event.TYPE, event.memory_id, event.store_id, pid, session, payload
+
+
 def append(conn: apsw.Connection, event: Event, *, session: str | None = None, time: str | None = None) -> Envelope:
     t = time or now_iso()
     pid = os.getpid()
-    payload = orjson.dumps(to_payload(event), option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
-    conn.execute(
-        "INSERT INTO events(time, type, memory_id, store, pid, session, payload) VALUES (?,?,?,?,?,?,?)",
-        (t, event.TYPE, event.memory_id, event.store_id, pid, session, payload),
-    )
+    conn.execute(_INSERT, _row(event, t, pid, session))
     return Envelope(conn.last_insert_rowid(), t, pid, session, event)
+
+
+def append_many(conn: apsw.Connection, events: Sequence[Event], *, session: str | None = None) -> list[Envelope]:
+    """``append`` for a batch that commits together: one statement, and one time for all."""
+    t = now_iso()
+    pid = os.getpid()
+    seqs = [seq for (seq,) in conn.executemany(_INSERT + " RETURNING seq", [_row(e, t, pid, session) for e in events])]
+    return [Envelope(seq, t, pid, session, e) for seq, e in zip(seqs, events, strict=True)]
 
 
 def _envelope(row: tuple) -> Envelope:

@@ -127,23 +127,33 @@ def file_kind(mode: int) -> str:
     return "a special file"
 
 
-def read_regular(path: Path | str, *, limit: int | None = None, follow: bool = True) -> bytes:
+def read_regular(path: Path | str, *, limit: int | None = None, follow: bool = True, checked: bool = False) -> bytes:
     """The bytes of a regular file, at most ``limit + 1`` of them (so callers can tell "too
     large").  The type is checked before the open (a FIFO would block it, a device could
-    return anything) and again on the descriptor, which is opened non-blocking, so a path
-    swapped for a FIFO in between cannot hang the reader either.  ``follow=False`` refuses a
-    symlink.  Raises OSError (NotRegularFile for the wrong type)."""
-    st = os.stat(path, follow_symlinks=follow)
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegularFile(f"{path} is {file_kind(st.st_mode)}, not a regular file")
+    return anything; ``checked``: the caller has just stat'ed it) and again on the
+    descriptor, which is opened non-blocking, so a path swapped for a FIFO in between cannot
+    hang the reader either.  ``follow=False`` refuses a symlink.  Raises OSError
+    (NotRegularFile for the wrong type)."""
+    if not checked:
+        st = os.stat(path, follow_symlinks=follow)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{path} is {file_kind(st.st_mode)}, not a regular file")
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(f"{path} is {file_kind(st.st_mode)}, not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read(-1 if limit is None else limit + 1)
+        # os.read, not a file object: a fact file is read in one call (and one more for its end)
+        want = None if limit is None else limit + 1
+        chunks, got, size = [], 0, max(st.st_size + 1, 4096)
+        while want is None or got < want:
+            chunk = os.read(fd, size if want is None else min(size, want - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 

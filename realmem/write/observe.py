@@ -323,7 +323,7 @@ def _scan_store(app: Realmem, store: str,
                 stamp = (st.st_mtime_ns, st.st_size)
             new_stats[name] = stamp
             return
-        now = now_iso()
+        now = "" if parsed.created and parsed.updated else now_iso()  # the clock only for a file missing either
         fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
         quarantine = reads.scan(parsed.caption, parsed.content)
@@ -402,7 +402,7 @@ def _read_regular(entry: os.DirEntry[str], root: Path, known: tuple[int, int] | 
     if st.st_size > files.MAX_FILE_BYTES:
         raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes ({st.st_size}); ignored")
     try:
-        data = read_regular(path, limit=files.MAX_FILE_BYTES, follow=link)
+        data = read_regular(path, limit=files.MAX_FILE_BYTES, follow=link, checked=True)  # stat'ed above
     except NotRegularFile as exc:
         raise _BadFile("not-a-file", f"{str(exc).removeprefix(path).strip()}; ignored") from None
     except OSError as exc:
