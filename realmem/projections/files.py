@@ -86,13 +86,17 @@ def split(text: str) -> tuple[str, str, int]:
     """-> (frontmatter yaml, body, line number where the yaml starts)."""
     if text.startswith("\ufeff"):
         text = text[1:]
-    lines = text.split("\n")
-    if not lines or lines[0].rstrip() != FRONT:
+    first_end = text.find("\n")
+    if (text if first_end < 0 else text[:first_end]).rstrip() != FRONT:
         raise FactFileError("missing frontmatter: the file must start with a '---' line", 1)
-    for i in range(1, len(lines)):
-        if lines[i].rstrip() == FRONT:
-            body = "\n".join(lines[i + 1 :])
-            return "\n".join(lines[1:i]), body, 2
+    # The closing line is the first other line that is '---' and trailing whitespace: each
+    # starts right after a "\n---", so only those are looked at (the body is never split).
+    at = text.find("\n" + FRONT, first_end) if first_end >= 0 else -1
+    while at >= 0:
+        end = text.find("\n", at + 1)
+        if (text[at + 1:] if end < 0 else text[at + 1:end]).rstrip() == FRONT:
+            return text[first_end + 1:at], "" if end < 0 else text[end + 1:], 2
+        at = text.find("\n" + FRONT, at + 1)
     raise FactFileError("frontmatter is not closed by a '---' line", 1)
 
 
@@ -249,7 +253,7 @@ def parse_yaml(front: str, body: str, first: int) -> Parsed:
 
 _PLAIN_SPECIAL = re.compile(
     r"^(?:~|null|true|false|yes|no|on|off|y|n|[-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?"
-    r"|[-+]?\.(?:inf|nan)|0x[0-9a-f]+|0o[0-7]+|\d{4}-\d\d-\d\d.*)$",
+    r"|[-+]?\.(?:inf|nan)|0x[0-9a-f]+|0o[0-7]+|\d{4}-\d\d-\d\d.*|=|<<)$",  # = and <<: YAML's value and merge keys
     re.IGNORECASE,
 )
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z$")

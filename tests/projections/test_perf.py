@@ -10,8 +10,10 @@ import shutil
 import string
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +105,36 @@ def test_hand_written_frontmatter_fast_path_agrees_with_ruamel(mem_id, caption, 
     if fast is None:
         return
     assert files.parse_yaml(front, "\nbody\n", 2) == fast
+
+
+@pytest.mark.parametrize("caption", ["=", "<<"])
+def test_yaml_value_and_merge_keys_are_quoted_and_read_back_alike(caption):
+    """Plain, ruamel reads these as YAML's value and merge keys, not as the caption."""
+    text = files.render(id=str(uuid.UUID(int=1)), caption=caption, paths=[], created="2000-01-01T00:00:00.000Z",
+                        updated="2000-01-01T00:00:00.000Z", content="x")
+    front, body, first = files.split(text)
+    assert files.parse_canonical(front, body) == files.parse_yaml(front, body, first)
+    assert files.parse(text).caption == caption
+
+
+def _split_by_lines(text):
+    """``files.split`` as the spec reads: the first line and the next line that are '---'."""
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines[0].rstrip() != files.FRONT:
+        return "missing"
+    closing = next((i for i in range(1, len(lines)) if lines[i].rstrip() == files.FRONT), None)
+    return "unclosed" if closing is None else ("\n".join(lines[1:closing]), "\n".join(lines[closing + 1:]), 2)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["---", "----", "--", "\n", " ", "\t", "\r", "\u2028", "\ufeff", "x: 1", "a"]),
+                max_size=30).map("".join))
+def test_split_finds_the_frontmatter_lines(text):
+    try:
+        got = files.split(text)
+    except files.FactFileError as exc:
+        got = "missing" if "missing frontmatter" in str(exc) else "unclosed"
+    assert got == _split_by_lines(text)
 
 
 def test_fast_path_is_taken_for_what_realmem_writes():
