@@ -155,13 +155,11 @@ class _GatedRules(Generic[_R]):
 
     def __init__(self, rules: tuple[_R, ...]) -> None:
         self.rules = rules
-        self.by_needle: dict[str, list[int]] = {}
+        self.by_needle: dict[str, list[int]] = {}  # by the needles of each gate's first group
         for i, rule in enumerate(rules):
-            if len(rule.gate) == 1:
-                for needle in rule.gate[0]:
-                    self.by_needle.setdefault(needle, []).append(i)
+            for needle in rule.gate[0] if rule.gate else ():
+                self.by_needle.setdefault(needle, []).append(i)
         self.always = tuple(i for i, rule in enumerate(rules) if not rule.gate)
-        self.several = tuple(i for i, rule in enumerate(rules) if len(rule.gate) > 1)
 
     def open(self, lower: str) -> list[_R]:
         """The rules whose gates are open for ``lower``, in their order."""
@@ -169,8 +167,8 @@ class _GatedRules(Generic[_R]):
         hits = set(self.always)
         for needle in found:
             hits.update(self.by_needle.get(needle, ()))
-        hits.update(i for i in self.several if not any(map(found.isdisjoint, self.rules[i].gate)))
-        return [self.rules[i] for i in sorted(hits)]
+        rules = [self.rules[i] for i in sorted(hits)]
+        return [r for r in rules if len(r.gate) < 2 or not any(map(found.isdisjoint, r.gate[1:]))]
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from realmem.projections import tokenize
 from realmem.projections.tokenize import fts_match, index_text, index_tokens, query_tokens
 
 TOKENIZE = "unicode61 remove_diacritics 2 separators ' '"
@@ -296,13 +295,3 @@ def test_cjk_round_trip(word: str) -> None:
     add(conn, 8, "unrelated english text")
     assert search(conn, word) == [7]
 
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(st.sampled_from(string.printable + "\x00\x7f"), max_size=80)
-       | st.lists(st.sampled_from(["usedCount", "HTTP2Server", "e2e", "_", "x_y", "ABC", "a1B2", "42", " ", "-",
-                                   "snake_case", "CamelCase", "über"]), max_size=12).map("".join))
-def test_the_ascii_fast_path_gives_the_general_tokens(text: str) -> None:
-    """ASCII text skips normalising and chunking; its tokens are those of the general path."""
-    general = [t for m in tokenize._chunk().finditer(tokenize._normalise(text))
-               for t in tokenize._word_tokens(m.group(2))] if text else []
-    assert index_tokens(text) == (general if text.isascii() else index_tokens(text))
