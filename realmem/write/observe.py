@@ -168,12 +168,16 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
         present = set()
         for e in entries:
             present.add(e.name)
+            seen = stats.get(e.name)
+            if seen is None:  # new (a pull's thousands): nothing to compare, no stat needed
+                pending += 1
+                continue
             try:
                 st = e.stat()
             except OSError:
                 pending += 1
                 continue
-            if stats.get(e.name) != (st.st_mtime_ns, st.st_size):
+            if seen != (st.st_mtime_ns, st.st_size):
                 pending += 1
         problems = set(queries.file_problems(app.conn, store))
         pending += len((known | problems) - present)  # gone: a memory to delete, a problem resolved
