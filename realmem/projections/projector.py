@@ -90,24 +90,34 @@ class FileProjector:
                 os.sync()
 
     def _write(self, before: State, after: State, keys: list[Key], durable: bool) -> bool:
-        for key in keys:
-            old, new = before.memories.get(key), after.memories.get(key)
-            if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
-                continue  # unchanged: never rewrite a file someone may have edited since the last scan
-            if new is not None:
-                if not self.fence_ok(new.store, new.file):
-                    return False
-                files.write(self.stores.store_dir(new.store), new.file, new.text, durable=durable)
-                self.record_stat(new.store, new.file)
-                faults.point("after-file")
-            # A rename (new caption) or move: the new file exists before the old one goes, so a
-            # crash in between leaves the memory readable (catch-up removes the old name).
-            if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
-                if not self.fence_ok(old.store, old.file):
-                    return False
-                self.delete_file(old.store, old.file, old.id)
-                faults.point("after-file")
-        return True
+        # The stats of the files written, recorded together at the end (one statement, not a
+        # commit per file); a crash before that only makes the next scan read them again.
+        written: dict[str, dict[str, tuple[int, int] | None]] = {}
+        try:
+            for key in keys:
+                old, new = before.memories.get(key), after.memories.get(key)
+                if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
+                    continue  # unchanged: never rewrite a file someone may have edited since the last scan
+                if new is not None:
+                    if not self.fence_ok(new.store, new.file):
+                        return False
+                    d = self.stores.store_dir(new.store)
+                    files.write(d, new.file, new.text, durable=durable)
+                    if (stamp := _stamp(d / new.file)) is not None:
+                        written.setdefault(new.store, {})[new.file] = stamp
+                    faults.point("after-file")
+                # A rename (new caption) or move: the new file exists before the old one goes, so a
+                # crash in between leaves the memory readable (catch-up removes the old name).
+                if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
+                    if not self.fence_ok(old.store, old.file):
+                        return False
+                    if self.delete_file(old.store, old.file, old.id):
+                        written.get(old.store, {}).pop(old.file, None)
+                    faults.point("after-file")
+            return True
+        finally:
+            for store, stamps in written.items():
+                self.record_seen(store, stamps)
 
     def fence_ok(self, store: str, name: str) -> bool:
         """Right before a file write: the lease is still ours (fencing generation), so no newer
