@@ -66,11 +66,12 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
                 full: bool = True) -> list[ev.Envelope]:
     """Scan the visible stores; returns the events recorded.
 
-    The scan itself only reads.  A store whose files differ from the tables records what
-    changed under the write lease, scanned again there unless the log and its projections
-    stayed where the first pass found them, caught up (else its files are caught up with the
-    log first, so a file a killed writer never wrote is not taken for a deletion).  When the lease stays
-    busy for ``wait`` seconds the last projected state is served, and a later scan records it.
+    The scan itself only reads.  A store whose files differ from the tables records the
+    changes under the write lease.  There it is scanned again, its files first caught up with
+    the log (so a file a killed writer never wrote is not taken for a deletion), unless the
+    log, the tables and the files stayed where the first pass found them, all caught up.  When
+    the lease stays busy for ``wait`` seconds the last projected state is served, and a later
+    scan records it.
     ``full=False`` (opening a store) skips a large store whose directory has not changed
     since its last scan, and any store where no file changed.
     """
