@@ -110,6 +110,15 @@ def missing_paths(conn: apsw.Connection, key: tuple[str, str]) -> dict[str, str 
                                           tuple(key))}
 
 
+def missing_paths_of(conn: apsw.Connection, stores: Sequence[str]) -> dict[tuple[str, str], dict[str, str | None]]:
+    """Every flagged memory of ``stores``: its missing paths, each with its suggestion (one query)."""
+    out: dict[tuple[str, str], dict[str, str | None]] = {}
+    for store, mem_id, p, s in conn.execute(f"SELECT store, id, path, suggested FROM missing_paths WHERE store IN "
+                                            f"({_marks(stores)})", tuple(stores)):
+        out.setdefault((store, mem_id), {})[p] = s
+    return out
+
+
 def suggested_path(conn: apsw.Connection, key: tuple[str, str], path: str) -> tuple[str | None] | None:
     """The row (suggested,) for one missing path of a memory, or None when it is not flagged."""
     return conn.execute("SELECT suggested FROM missing_paths WHERE store=? AND id=? AND path=?",
@@ -203,19 +212,32 @@ def unembedded(conn: apsw.Connection, fingerprint: str) -> list[tuple[str, str]]
                         (fingerprint,)).fetchall()
 
 
-def most_used(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, str, str, int]]:
-    """(store, id, caption, paths JSON, used count) of the unquarantined memories in ``stores``,
-    most used first, then most recently updated."""
+def most_used_store_wide(conn: apsw.Connection, stores: Sequence[str], limit: int) -> list[tuple[str, str, str]]:
+    """(store, id, caption) of the ``limit`` most used unquarantined memories in ``stores`` whose
+    every path is a store root ('.' or '~'), then most recently updated: the prompt's captions.
+    Filtered and cut in SQLite, so a 100k store is not sorted and decoded in Python."""
     return conn.execute(
-        f"SELECT m.store, m.id, m.caption, m.paths, coalesce(c.used_count, 0) AS used FROM memories m "
+        f"SELECT m.store, m.id, m.caption FROM memories m "
         f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id WHERE m.quarantined IS NULL "
-        f"AND m.store IN ({_marks(stores)}) ORDER BY used DESC, m.updated DESC, m.id", tuple(stores)).fetchall()
+        f"AND m.store IN ({_marks(stores)}) "
+        f"AND NOT EXISTS (SELECT 1 FROM json_each(m.paths) WHERE value NOT IN ('.', '~')) "
+        f"ORDER BY coalesce(c.used_count, 0) DESC, m.updated DESC, m.id LIMIT ?", (*stores, limit)).fetchall()
 
 
-def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str]) -> Iterator[tuple[str, str, str]]:
-    """(store, id, paths JSON) of the unquarantined memories in ``stores`` with a path other
-    than the store root, one row at a time (the path-note index at 100k memories)."""
-    yield from conn.execute(f"SELECT store, id, paths FROM memories WHERE quarantined IS NULL AND store IN "
+def path_counts(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, int]]:
+    """(paths JSON, how many unquarantined memories have it) for the memories in ``stores``
+    with a path other than the store root: one row per distinct value, not per memory."""
+    return conn.execute(f"SELECT paths, count(*) FROM memories WHERE quarantined IS NULL AND store IN "
+                        f"({_marks(stores)}) AND paths NOT IN ({_marks(STORE_WIDE_PATHS)}) GROUP BY paths",
+                        (*stores, *STORE_WIDE_PATHS)).fetchall()
+
+
+def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str], *,
+                      include_quarantined: bool = False) -> Iterator[tuple[str, str, str]]:
+    """(store, id, paths JSON) of the memories in ``stores`` with a path other than the store
+    root, one row at a time (the path-note index at 100k memories)."""
+    only = "" if include_quarantined else "quarantined IS NULL AND "
+    yield from conn.execute(f"SELECT store, id, paths FROM memories WHERE {only}store IN "
                             f"({_marks(stores)}) AND paths NOT IN ({_marks(STORE_WIDE_PATHS)})",
                             (*stores, *STORE_WIDE_PATHS))
 

@@ -3,6 +3,7 @@ from git's rename history (spec: "Missing paths"), and prune-paths."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -53,25 +54,29 @@ def _project_memories(app: Realmem) -> list[Memory]:
             if any(p not in WHOLE for p in m.paths)]
 
 
-def find_missing(app: Realmem, m: Memory, known: dict[str, bool] | None = None, home: Path | None = None) -> list[str]:
-    """``m``'s paths that no longer exist; ``known`` remembers answers across memories (many
-    share a glob such as ``**/migrations/*.sql``, and each answer can walk the whole tree);
-    ``home``: the user's home, looked up once by a caller checking many memories."""
-    known = {} if known is None else known
-    home = memories.user_home() if home is None else home
+def find_missing(app: Realmem, m: Memory, known: dict[tuple[str, str], bool] | None = None,
+                 home: Path | None = None) -> list[str]:
+    """``m``'s paths that no longer exist; ``known`` remembers answers across memories, by store
+    and stored path (many share a module or a glob such as ``**/migrations/*.sql``, and each
+    answer can walk the whole tree); ``home``: the user's home, looked up once by a caller
+    checking many memories."""
+    return _gone(app, m.store, m.paths, {} if known is None else known, memories.user_home() if home is None else home)
+
+
+def _gone(app: Realmem, store: str, stored: list[str], known: dict[tuple[str, str], bool], home: Path) -> list[str]:
     out = []
-    for p in m.paths:
+    for p in stored:
         if p in WHOLE:
             continue
-        try:
-            absolute = paths.to_absolute(p, kind=memories.frame(m.store), root=memories.store_root(app, m.store),
-                                         home=home)
-        except paths.PathError:
-            out.append(p)
-            continue
-        if absolute not in known:
-            known[absolute] = paths.exists(absolute)
-        if not known[absolute]:
+        if (store, p) not in known:
+            try:
+                absolute = paths.to_absolute(p, kind=memories.frame(store), root=memories.store_root(app, store),
+                                             home=home)
+            except paths.PathError:
+                known[store, p] = False
+            else:
+                known[store, p] = paths.exists(absolute)
+        if not known[store, p]:
             out.append(p)
     return out
 
@@ -84,16 +89,18 @@ def check(app: Realmem) -> int:
     moved: dict[str, str] | None = None
     events: list[ev.Event] = []
     flagged = 0
-    known: dict[str, bool] = {}
+    known: dict[tuple[str, str], bool] = {}
     home = memories.user_home()  # once: looking it up costs more than checking a path (session start, 10k memories)
-    for m in _project_memories(app):
-        gone = find_missing(app, m, known, home)
+    stores = [app.project.shared_store, app.project.personal_store]
+    # Session start runs this: at 100k memories, whole rows and a flags query per memory took a second.
+    flagged_before = queries.missing_paths_of(app.conn, stores)
+    for store, mem_id, stored in queries.path_scoped_paths(app.conn, stores, include_quarantined=True):
+        gone = _gone(app, store, json.loads(stored), known, home)
         if gone and moved is None:
             moved = renames(app.project.root) if app.project.is_git else {}
         flags = {p: suggest(p, moved or {}) for p in gone}
-        current = queries.missing_paths(app.conn, (m.store, m.id))
-        if flags != current:
-            events.append(ev.PathsChecked(m.store, m.id, flags))
+        if flags != flagged_before.get((store, mem_id), {}):
+            events.append(ev.PathsChecked(store, mem_id, flags))
         flagged += bool(gone)
     if events:
         app.emit(events)
@@ -103,7 +110,7 @@ def check(app: Realmem) -> int:
 def prune_plan(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
     """(memory, gone paths, kept paths) for every memory with paths that no longer exist."""
     plan = []
-    known: dict[str, bool] = {}
+    known: dict[tuple[str, str], bool] = {}
     for m in _project_memories(app):
         gone = find_missing(app, m, known)
         if gone:

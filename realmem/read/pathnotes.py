@@ -20,7 +20,7 @@ from realmem.app import Realmem
 from realmem.gate.judge import tier, urgency_key_of, urgency_scores
 from realmem.events import types as ev
 from realmem.events.types import Key
-from realmem.projections import queries, tables
+from realmem.projections import queries
 from realmem.words import count
 
 WHOLE = {".", "~"}
@@ -232,10 +232,10 @@ def _caption(e: Entry, flag: str | None = None) -> str:
 def attached_counts(app: Realmem, limit: int = 20) -> list[tuple[str, int]]:
     """Paths that have path notes with how many memories each ("db (4)")."""
     counts: dict[str, int] = {}
-    for m in tables.iter_memories(app.conn, app.visible_stores(), path_scoped=True):
-        for p in m.paths:
+    for stored, n in queries.path_counts(app.conn, app.visible_stores()):
+        for p in json.loads(stored):
             if p not in WHOLE:
-                counts[p] = counts.get(p, 0) + 1
+                counts[p] = counts.get(p, 0) + n
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
 

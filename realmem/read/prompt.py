@@ -7,13 +7,12 @@ The adapter computes the section once per session and stores it, so it stays byt
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from realmem.stores import ids
 from realmem.app import Realmem
-from realmem.read.pathnotes import WHOLE, attached_counts
+from realmem.read.pathnotes import attached_counts
 from realmem.projections import queries
 
 INTRO = """\
@@ -33,8 +32,7 @@ realmem_forget it."""
 
 def section(app: Realmem) -> str:
     n = int(app.config["prompt.captions"])
-    rows = queries.most_used(app.conn, app.visible_stores())
-    wide = [r for r in rows if set(json.loads(r[3])) <= WHOLE][:n]
+    wide = queries.most_used_store_wide(app.conn, app.visible_stores(), n)
     parts = ["<realmem>", INTRO]
     if wide:
         parts.append("Most-used memories (recall for details):")

@@ -136,7 +136,8 @@ def test_memory_reads(app: Realmem) -> None:
     assert queries.counters(app.conn, key) == (0, 0)
     app.emit([ev.RecallHit([(n.store, n.id)]), ev.RecallHit([(n.store, n.id)])])
     assert queries.counters(app.conn, (n.store, n.id)) == (2, 0)
-    assert [r[1] for r in queries.most_used(app.conn, [shared])] == [n.id, m.id]  # most used first
+    assert [r[1] for r in queries.most_used_store_wide(app.conn, [shared], 5)] == [n.id]  # store-wide only
+    assert queries.path_counts(app.conn, [shared]) == [('["src/a.py"]', 1)]
     assert sorted(queries.updated_and_paths(app.conn, [shared])) == sorted(
         [(m.updated, '["src/a.py"]'), (n.updated, '["."]')])
     assert {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)} == {(m.id, None), (n.id, None)}
