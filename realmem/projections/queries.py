@@ -242,12 +242,13 @@ def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str], *,
                             (*stores, *STORE_WIDE_PATHS))
 
 
-def updated_and_paths(conn: apsw.Connection, stores: Sequence[str]) -> Iterator[tuple[str, str]]:
-    """(updated, paths JSON) of the unquarantined memories in ``stores``: two columns, not whole
-    memories (session start at 10k memories waits on this), one row at a time (a list of them
-    was 17 MB at 100k)."""
-    yield from conn.execute(f"SELECT updated, paths FROM memories WHERE quarantined IS NULL AND store IN "
-                            f"({_marks(stores)})", tuple(stores))
+def path_scoped_update_times(conn: apsw.Connection, stores: Sequence[str]) -> list[str]:
+    """The distinct ``updated`` values of the unquarantined memories in ``stores`` with a path
+    other than a store root ('.' or '~'): the filter runs in SQLite, so session start at 100k
+    memories decodes no paths in Python."""
+    return [r[0] for r in conn.execute(
+        f"SELECT DISTINCT updated FROM memories WHERE quarantined IS NULL AND store IN ({_marks(stores)}) "
+        f"AND EXISTS (SELECT 1 FROM json_each(paths) WHERE value NOT IN ('.', '~'))", tuple(stores))]
 
 
 # -- imported_files, stores ------------------------------------------------------------

@@ -19,7 +19,6 @@ with the code it describes, so it does not make the fact stale.
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -335,8 +334,7 @@ def wait_for_builds() -> None:
 def _oldest_update(app: Realmem) -> float:
     """The oldest ``updated`` of the visible path-scoped memories: one history read then serves
     every memory, not just the few the first caller asked about."""
-    rows = queries.updated_and_paths(app.conn, app.visible_stores())
-    times = (epoch(updated) for updated, stored in rows if any(p not in WHOLE for p in json.loads(stored)))
+    times = (epoch(updated) for updated in queries.path_scoped_update_times(app.conn, app.visible_stores()))
     return min((t for t in times if t is not None), default=float("inf"))
 
 

@@ -138,8 +138,7 @@ def test_memory_reads(app: Realmem) -> None:
     assert queries.counters(app.conn, (n.store, n.id)) == (2, 0)
     assert [r[1] for r in queries.most_used_store_wide(app.conn, [shared], 5)] == [n.id]  # store-wide only
     assert queries.path_counts(app.conn, [shared]) == [('["src/a.py"]', 1)]
-    assert sorted(queries.updated_and_paths(app.conn, [shared])) == sorted(
-        [(m.updated, '["src/a.py"]'), (n.updated, '["."]')])
+    assert queries.path_scoped_update_times(app.conn, [shared]) == [m.updated]  # n is store-wide
     assert {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)} == {(m.id, None), (n.id, None)}
     app.emit([ev.UrgencyJudged(m.store, m.id, "v1", 0.5, {}, None, "debug")])
     assert (m.id, "v1") in {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)}
