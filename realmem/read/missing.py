@@ -94,14 +94,17 @@ def check(app: Realmem) -> int:
     stores = [app.project.shared_store, app.project.personal_store]
     # Session start runs this: at 100k memories, whole rows and a flags query per memory took a second.
     flagged_before = queries.missing_paths_of(app.conn, stores)
+    by_value: dict[tuple[str, str], dict[str, str | None]] = {}  # many memories share a paths value
     for store, mem_id, stored in queries.path_scoped_paths(app.conn, stores, include_quarantined=True):
-        gone = _gone(app, store, json.loads(stored), known, home)
-        if gone and moved is None:
-            moved = renames(app.project.root) if app.project.is_git else {}
-        flags = {p: suggest(p, moved or {}) for p in gone}
+        flags = by_value.get((store, stored))
+        if flags is None:
+            gone = _gone(app, store, json.loads(stored), known, home)
+            if gone and moved is None:
+                moved = renames(app.project.root) if app.project.is_git else {}
+            flags = by_value[store, stored] = {p: suggest(p, moved or {}) for p in gone}
         if flags != flagged_before.get((store, mem_id), {}):
-            events.append(ev.PathsChecked(store, mem_id, flags))
-        flagged += bool(gone)
+            events.append(ev.PathsChecked(store, mem_id, dict(flags)))
+        flagged += bool(flags)
     if events:
         app.emit(events)
     return flagged
