@@ -162,12 +162,13 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     background", and at 100k memories the stats alone took a quarter of a second."""
     pending = 0
     listed: list[tuple[dict[str, tuple[int, int]], list[os.DirEntry[str]]]] = []
+    same: list[str] = []  # large stores whose directory stamp says no file came or went
     for store in stores or app.visible_stores():
-        stats = queries.file_stats(app.conn, store)  # its _DIR_ROW never matches a fact file's name
-        try:
-            entries = [e for e in os.scandir(app.store_dir(store)) if e.name.endswith(".md") and not e.name.startswith(".")]
-        except OSError:
-            entries = []
+        stamp = _dir_stamp(app, store)
+        if stamp is not None and _unchanged(app, store, stamp):
+            same.append(store)
+            continue
+        stats, entries = _listing(app, store)
         present = {e.name for e in entries}
         pending += len(present.difference(stats))  # new: nothing to compare, no stat needed
         gone = queries.file_names(app.conn, store) | set(queries.file_problems(app.conn, store))
@@ -175,6 +176,7 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
         listed.append((stats, entries))
     if pending > SYNC_FILES:
         return pending
+    listed.extend(_listing(app, store) for store in same)
     for stats, entries in listed:
         for e in entries:
             seen = stats.get(e.name)
@@ -188,6 +190,15 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
             if seen != (st.st_mtime_ns, st.st_size):
                 pending += 1
     return pending
+
+
+def _listing(app: Realmem, store: str) -> tuple[dict[str, tuple[int, int]], list[os.DirEntry[str]]]:
+    """A store's recorded file stats and the fact files in its directory now."""
+    stats = queries.file_stats(app.conn, store)  # its _DIR_ROW never matches a fact file's name
+    try:
+        return stats, [e for e in os.scandir(app.store_dir(store)) if e.name.endswith(".md") and not e.name.startswith(".")]
+    except OSError:
+        return stats, []
 
 
 def _dir_stamp(app: Realmem, store: str) -> int | None:
