@@ -274,8 +274,9 @@ def _current(root: Path, needed_since: float) -> History | None:
     return None
 
 
-def _start_build(app: Realmem, root: Path, needed_since: float) -> threading.Thread | None:
-    """Start (or find) the builder thread for ``root``.  Under _lock."""
+def _start_build(app: Realmem, root: Path, needed_since: float, oldest: float | None = None) -> threading.Thread | None:
+    """Start (or find) the builder thread for ``root``; ``oldest``: the oldest update, when the
+    caller has just read it (a second read is a full scan of the memories at 100k).  Under _lock."""
     key = str(root)
     running = _building.get(key)
     if running is not None:
@@ -284,7 +285,10 @@ def _start_build(app: Realmem, root: Path, needed_since: float) -> threading.Thr
     if head is None or _failed.get(key) == head:
         return None
     previous = _histories.get(key)
-    reach = previous.since if previous is not None and previous.since is not None else _oldest_update(app)
+    if previous is not None and previous.since is not None:
+        reach = previous.since
+    else:
+        reach = oldest if oldest is not None else _oldest_update(app)
     since = min(needed_since, reach)
 
     def build() -> None:
@@ -303,7 +307,7 @@ def _start_build(app: Realmem, root: Path, needed_since: float) -> threading.Thr
 
 
 def _with_history(app: Realmem, needed_since: float, wait: bool,
-                  use: Callable[[History], T]) -> T | None:
+                  use: Callable[[History], T], oldest: float | None = None) -> T | None:
     """``use(history)`` under the lock, once a history reaching ``needed_since`` is at hand;
     None when there is none (not git, no commit, git failed) or, with ``wait`` False, while it
     is being read."""
@@ -314,7 +318,7 @@ def _with_history(app: Realmem, needed_since: float, wait: bool,
         h = _current(root, needed_since)
         if h is not None:
             return use(h)
-        thread = _start_build(app, root, needed_since)
+        thread = _start_build(app, root, needed_since, oldest)
     if thread is None or not wait:
         return None
     thread.join()
@@ -366,7 +370,7 @@ def warm(app: Realmem, *, background: bool = False) -> None:
     """Read the history now (session start), so the first path note does not wait for git."""
     oldest = _oldest_update(app)
     if enabled(app) and oldest != float("inf"):
-        _with_history(app, oldest, not background, lambda h: None)
+        _with_history(app, oldest, not background, lambda h: None, oldest)
 
 
 def flag(app: Realmem, m: Memory) -> Stale | None:
