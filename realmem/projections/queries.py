@@ -215,13 +215,20 @@ def unembedded(conn: apsw.Connection, fingerprint: str) -> list[tuple[str, str]]
 def most_used_store_wide(conn: apsw.Connection, stores: Sequence[str], limit: int) -> list[tuple[str, str, str]]:
     """(store, id, caption) of the ``limit`` most used unquarantined memories in ``stores`` whose
     every path is a store root ('.' or '~'), then most recently updated: the prompt's captions.
-    Filtered and cut in SQLite, so a 100k store is not sorted and decoded in Python."""
-    return conn.execute(
-        f"SELECT m.store, m.id, m.caption FROM memories m "
-        f"LEFT JOIN counters c ON c.store = m.store AND c.id = m.id WHERE m.quarantined IS NULL "
-        f"AND m.store IN ({_marks(stores)}) "
-        f"AND NOT EXISTS (SELECT 1 FROM json_each(m.paths) WHERE value NOT IN ('.', '~')) "
-        f"ORDER BY coalesce(c.used_count, 0) DESC, m.updated DESC, m.id LIMIT ?", (*stores, limit)).fetchall()
+    The used ones come from the counters first (a few sorted rows, not every memory of a 100k
+    store), the never-used ones only when they are too few."""
+    where = (f"m.quarantined IS NULL AND m.store IN ({_marks(stores)}) "
+             f"AND NOT EXISTS (SELECT 1 FROM json_each(m.paths) WHERE value NOT IN ('.', '~'))")
+    rows = conn.execute(
+        f"SELECT m.store, m.id, m.caption FROM counters c JOIN memories m ON m.store = c.store AND m.id = c.id "
+        f"WHERE c.used_count > 0 AND {where} ORDER BY c.used_count DESC, m.updated DESC, m.id LIMIT ?",
+        (*stores, limit)).fetchall()
+    if len(rows) < limit:
+        rows += conn.execute(
+            f"SELECT m.store, m.id, m.caption FROM memories m LEFT JOIN counters c ON c.store = m.store AND c.id = m.id "
+            f"WHERE coalesce(c.used_count, 0) = 0 AND {where} ORDER BY m.updated DESC, m.id LIMIT ?",
+            (*stores, limit - len(rows))).fetchall()
+    return rows
 
 
 def path_counts(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, int]]:

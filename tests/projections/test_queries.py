@@ -120,6 +120,26 @@ def test_missing_counter_urgency_and_store_reads(app: Realmem) -> None:
     assert counts[key] == (1, 1) and counts[other] == (0, 1)
 
 
+def test_most_used_store_wide_orders_used_then_recent(app: Realmem) -> None:
+    """The prompt's captions: store-wide memories only, most used first, then the never-used
+    ones most recently updated first, cut at the limit across both."""
+    shared = app.project.shared_store  # type: ignore[union-attr]
+    memories.add(app, "Scoped", "About src/a.py.", store=shared, stored_paths=["src/a.py"], source="add")
+    old = memories.add(app, "Old whole", "Use make.", store=shared, stored_paths=["."], source="add")
+    new = memories.add(app, "New whole", "Use make -j.", store=shared, stored_paths=["."], source="add")
+    used = memories.add(app, "Used whole", "Use just.", store=shared, stored_paths=["."], source="add")
+    app.emit([ev.RecallHit([(used.store, used.id)])])
+
+    def top(n: int) -> list[str]:
+        return [r[1] for r in queries.most_used_store_wide(app.conn, [shared], n)]
+
+    unused = sorted(sorted([old, new], key=lambda m: m.id), key=lambda m: m.updated, reverse=True)
+    assert top(5) == [used.id, *(m.id for m in unused)]
+    assert top(1) == [used.id] and len(top(2)) == 2
+    app.emit([ev.RecallHit([(old.store, old.id)])] * 2)
+    assert top(5)[:2] == [old.id, used.id]
+
+
 def test_memory_reads(app: Realmem) -> None:
     shared = app.store_for_scope("shared")
     m = memories.add(app, "Build notes", "About src/a.py.", store=shared, stored_paths=["src/a.py"], source="add")
