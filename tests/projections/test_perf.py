@@ -210,6 +210,13 @@ def test_status_imports_no_heavy_library_and_spawns_no_git(tmp_path, repo):
     calls.unlink()
     assert status() == ""
     assert not calls.exists(), calls.read_text()
+    # A wake-up waiting in the queue is counted without loading Huey.
+    from realmem.jobs import queue
+    assert queue.enqueue(tmp_path / "home", "embed")
+    assert status() == ""
+    shown = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(tmp_path / "home"), "--cwd",
+                            str(repo), "status", "--json"], capture_output=True, text=True, env=env)
+    assert json.loads(shown.stdout)["worker"]["pending_tasks"] == 1, shown.stderr
     # A rule added by hand is still seen at once (and costs git calls again).
     (repo / ".gitignore").write_text(".pi/\n", encoding="utf-8")
     out = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(tmp_path / "home"), "--cwd", str(repo),
