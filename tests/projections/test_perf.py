@@ -535,3 +535,11 @@ def test_replay_and_reindex_leave_one_fts_segment_with_the_same_bm25_ranking(hom
             memories.add(app, f"extra {i}", "more text", store=store, stored_paths=["."], source="add")
         assert commands.reindex(app)["details"]["memories"] == 125
         assert app.conn.execute(segments).fetchone()[0] == 1
+
+
+def test_bench_verdict_uses_the_unrounded_ratio():
+    """A figure a hair past its target is OVER even when its ratio prints as 1.00."""
+    from realmem.interface.bench import rows
+    got = {r["row"]: (r["ratio"], r["ok"]) for r in rows([{"memories": 1, "replay": {"events_per_s": 19_962},
+                                                            "store_open": {"p95_ms": 250.0}}])}
+    assert got == {"replay": (1.0, False), "store open p95": (1.0, True)}
