@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "realmem"
 # meta, schema_version (storage), agent_sessions/agent_shown (claude_code's own session state)
 # and tree_summaries (jobs/tree.py's answer cache): each is read by the module that owns it.
 PROJECTION_TABLES = {
-    "memories", "counters", "pending", "urgency", "missing_paths", "problems", "file_stats",
+    "memories", "counters", "pending", "urgency", "missing_paths", "store_sizes", "problems", "file_stats",
     "embeddings", "fts_tokens", "imported_files", "projection_state", "stores",
     "memories_fts", "memories_fts_data", "memories_fts_docsize", "memories_fts_vocab",
     "memories_fts_row", "memories_fts_col", "memories_vec", "memories_bin",

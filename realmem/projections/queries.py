@@ -95,7 +95,7 @@ def unreadable_count(conn: apsw.Connection) -> int:
 
 def missing_count(conn: apsw.Connection, stores: Sequence[str]) -> int:
     """How many memories in ``stores`` point at a path that no longer exists."""
-    return conn.execute(f"SELECT count(DISTINCT id) FROM missing_paths WHERE store IN ({_marks(stores)})",
+    return conn.execute(f"SELECT coalesce(sum(flagged), 0) FROM store_sizes WHERE store IN ({_marks(stores)})",
                         tuple(stores)).fetchone()[0]
 
 
@@ -145,11 +145,9 @@ def urgency_score(conn: apsw.Connection, key: tuple[str, str]) -> tuple[str, flo
 
 
 def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
-    """(memories, quarantined memories) in one store: two counts over indexes (the primary
-    key's, the partial index of quarantined rows), so no memory row is read."""
-    n = conn.execute("SELECT count(*) FROM memories WHERE store=?", (store,)).fetchone()[0]
-    q = conn.execute("SELECT count(*) FROM memories WHERE store=? AND quarantined IS NOT NULL", (store,)).fetchone()[0]
-    return n, q
+    """(memories, quarantined memories) in one store, as the projector keeps them counted."""
+    row = conn.execute("SELECT memories, quarantined FROM store_sizes WHERE store=?", (store,)).fetchone()
+    return (row[0], row[1]) if row else (0, 0)
 
 
 # -- memories ------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ _COMPARED = {
     "counters": "store, id, used_count, path_inject_count",
     "urgency": "store, id, valid_for, score, probabilities, confidence, source",
     "missing_paths": "store, id, path, suggested",
+    "store_sizes": "store, memories, quarantined, flagged",
     "stores": "store, kind, project_key, root, dir",
     "pending": "candidate_id, project_key, cwd, payload, reason, attempts, next_try, queued_seq",
     "imported_files": "path, project_key, hash, facts, time",

@@ -118,8 +118,10 @@ def save(conn: apsw.Connection, state: State, keys: Iterable[Key], small: Iterab
     keys = list(dict.fromkeys(keys))
     prev = {(r[0], r[1]): r[2:] for r in _rows_by_key(conn, "rowid, hash, paths, quarantined, caption",
                                                         "memories", keys)}
+    was_flagged = {(r[0], r[1]) for r in _rows_by_key(conn, "path", "missing_paths", list(prev))} if prev else set()
     gone = [k for k in keys if k not in state.memories]
     kept = [state.memories[k] for k in keys if k in state.memories]
+    _count_changes(conn, state, keys, prev, was_flagged)
     for key in gone:
         if key in prev:
             index.drop(conn, prev[key][0])
@@ -130,6 +132,37 @@ def save(conn: apsw.Connection, state: State, keys: Iterable[Key], small: Iterab
         _upsert_memories(conn, state, kept, prev)
     for name in small:
         _SAVERS[name](conn, state)
+
+
+def _sizes(state: State, keys: Iterable[Key]) -> dict[str, list[int]]:
+    """Per store: [memories, quarantined, flagged] among ``keys`` as ``state`` holds them."""
+    out: dict[str, list[int]] = {}
+    for key in keys:
+        m = state.memories.get(key)
+        if m is not None:
+            c = out.setdefault(key[0], [0, 0, 0])
+            c[0] += 1
+            c[1] += m.quarantined is not None
+            c[2] += bool(state.missing.get(key))
+    return out
+
+
+def _count_changes(conn: apsw.Connection, state: State, keys: Sequence[Key], prev: dict[Key, tuple],
+                   was_flagged: set[Key]) -> None:
+    """Move the store_sizes counts by what saving ``keys`` changes (rows before: ``prev``)."""
+    delta = _sizes(state, keys)
+    for key, row in prev.items():
+        c = delta.setdefault(key[0], [0, 0, 0])
+        c[0] -= 1
+        c[1] -= row[3] is not None
+        c[2] -= key in was_flagged
+    changed = [(s, *c) for s, c in delta.items() if any(c)]
+    if changed:
+        conn.executemany("INSERT INTO store_sizes VALUES (?,?,?,?) ON CONFLICT(store) DO UPDATE SET "
+                         "memories=memories+excluded.memories, quarantined=quarantined+excluded.quarantined, "
+                         "flagged=flagged+excluded.flagged", changed)
+        # A store's last memory gone leaves no row, as a rebuild would.
+        conn.executemany("DELETE FROM store_sizes WHERE store=? AND memories=0", [(s,) for s, c in delta.items() if c[0] < 0])
 
 
 def _upsert_memories(conn: apsw.Connection, state: State, mems: list[Memory], prev: dict[Key, tuple]) -> None:
@@ -192,6 +225,8 @@ def save_all(conn: apsw.Connection, state: State) -> None:
     conn.executemany("INSERT INTO missing_paths VALUES (?,?,?,?)",
                      [(*k, p, s) for k, flags in state.missing.items() if k in state.memories
                       for p, s in sorted(flags.items())])
+    conn.executemany("INSERT INTO store_sizes VALUES (?,?,?,?)",
+                     [(s, *c) for s, c in _sizes(state, state.memories).items()])
     for saver in _SAVERS.values():
         saver(conn, state)
     index.index_all(conn)
@@ -229,6 +264,7 @@ _SAVERS = {"stores": _save_stores, "pending": _save_pending, "imported": _save_i
 
 def clear(conn: apsw.Connection) -> None:
     """Empty every projection table (replay starts from nothing)."""
-    for table in ("memories", "counters", "urgency", "missing_paths", "stores", "pending", "imported_files", "problems"):
+    for table in ("memories", "counters", "urgency", "missing_paths", "store_sizes", "stores", "pending",
+                  "imported_files", "problems"):
         conn.execute(f"DELETE FROM {table}")
     index.clear(conn)

@@ -166,3 +166,69 @@ def test_memory_reads(app: Realmem) -> None:
     assert queries.imported_hash(app.conn, "/nowhere/AGENTS.md") is None
     assert queries.imported_paths(app.conn) == []
     assert shared in {s for s, _, _ in queries.store_locations(app.conn)}
+
+
+def _recount(app: Realmem) -> dict[str, tuple[int, int, int]]:
+    """store_sizes as a fresh count of the rows would make it (stores with no memory absent)."""
+    rows = app.conn.execute("SELECT m.store, count(*), count(m.quarantined), (SELECT count(DISTINCT p.id) FROM "
+                            "missing_paths p WHERE p.store = m.store) FROM memories m GROUP BY m.store")
+    return {s: (n, q, f) for s, n, q, f in rows}
+
+
+def _kept(app: Realmem) -> dict[str, tuple[int, int, int]]:
+    return {s: (n, q, f) for s, n, q, f in app.conn.execute("SELECT * FROM store_sizes")}
+
+
+def test_store_sizes_follow_every_change(app: Realmem) -> None:
+    """Status reads the per-store counts the projector keeps: after each kind of change (add,
+    quarantine, flag, unflag, edit, move, forget, delete of the file) and after a replay they
+    equal a fresh count of the rows."""
+    from realmem.projections import replay
+
+    shared, personal = app.store_for_scope("shared"), app.store_for_scope("personal")
+    m = memories.add(app, "Build notes", "About src/a.py.", store=shared, stored_paths=["src/a.py"], source="add")
+    n = memories.add(app, "Other notes", "About lib/b.py.", store=shared, stored_paths=["lib/b.py"], source="add")
+    steps: list[list[ev.Event]] = []
+    q_id = ids.new_id()
+    when = "2026-01-01T00:00:00.000Z"
+    text = files.render(id=q_id, caption="Token", paths=["."], created=when, updated=when, content="A pasted token.")
+    steps.append([ev.FileObserved(shared, q_id, "added", ev.Fields("Token", "A pasted token.", ["."], when, when,
+                                                                    "token.md", text), "secret")])
+    steps.append([ev.PathsChecked(m.store, m.id, {"src/a.py": None, "src/b.py": None})])
+    steps.append([ev.PathsChecked(n.store, n.id, {"lib/b.py": "lib/c.py"})])
+    steps.append([ev.PathsChecked(m.store, m.id, {})])  # its paths are back
+    steps.append([ev.FileObserved(shared, q_id, "changed", ev.Fields("Token", "Now harmless.", ["."], when, when,
+                                                                      "token.md", text), None)])
+    for events in steps:
+        app.emit(events)
+        assert _kept(app) == _recount(app)
+    memories.edit(app, (m.store, m.id), content="About src/a.py and more.")
+    assert _kept(app) == _recount(app)
+    app.emit([ev.MemoryMoved(n.store, n.id, personal, app.memory((n.store, n.id)).fields, "scope")])  # type: ignore[union-attr]
+    assert _kept(app) == _recount(app)
+    assert queries.store_counts(app.conn, personal)[0] == 1
+    memories.forget(app, [(m.store, m.id)])
+    app.emit([ev.FileObserved(shared, q_id, "deleted")])
+    assert _kept(app) == _recount(app)
+    assert queries.store_counts(app.conn, shared) == (0, 0)
+
+    replay.replay(app)
+    assert _kept(app) == _recount(app)
+    assert replay.check(app).differences == []
+
+
+def test_store_sizes_migration_counts_an_existing_database(app: Realmem) -> None:
+    """A database from before the counts were kept gets them from its rows when it migrates."""
+    from realmem.storage import db
+
+    shared = app.store_for_scope("shared")
+    m = memories.add(app, "Build notes", "About src/a.py.", store=shared, stored_paths=["src/a.py"], source="add")
+    memories.add(app, "Other notes", "About lib/b.py.", store=shared, stored_paths=["lib/b.py"], source="add")
+    app.emit([ev.PathsChecked(m.store, m.id, {"src/a.py": None})])
+    expected = _recount(app)
+    with db.transaction(app.conn):  # back to schema 15
+        app.conn.execute("DROP TABLE store_sizes")
+        app.conn.execute("CREATE INDEX memories_quarantined ON memories(store) WHERE quarantined IS NOT NULL")
+        app.conn.execute("DELETE FROM schema_version WHERE version = 16")
+    db.apply_migrations(app.conn)
+    assert _kept(app) == expected == {shared: (2, 0, 1)}
