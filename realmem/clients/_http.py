@@ -11,11 +11,12 @@ never part of a message.
 from __future__ import annotations
 
 import email.utils
+import os
 import re
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -24,10 +25,33 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable, NotConfig
 from realmem.frontend import set_in
 from realmem.logs import get_logger
 
+if TYPE_CHECKING:
+    import ssl  # only for annotations: httpx itself imports ssl when a context is built
+
 log = get_logger(__name__)
 
 # A 422 whose detail matches this is about size, which splitting the request can fix.
 _TOO_LARGE = re.compile(r"too (many|large|long)|exceed|maximum|limit", re.IGNORECASE)
+
+
+_ssl_lock = threading.Lock()
+_ssl_contexts: dict[tuple[str, str], ssl.SSLContext] = {}
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """The process's one verifying SSL context, built on first https use.
+
+    Building one loads the CA bundle (~50 ms), which a new httpx.Client per remember would
+    pay every time.  httpx.create_ssl_context keeps httpx's own rules (SSL_CERT_FILE /
+    SSL_CERT_DIR, else certifi); those variables are part of the key so a changed
+    environment still gets a matching context.
+    """
+    env = (os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", ""))
+    with _ssl_lock:
+        ctx = _ssl_contexts.get(env)
+        if ctx is None:
+            ctx = _ssl_contexts[env] = httpx.create_ssl_context()
+        return ctx
 
 
 def normalize_base_url(url: str) -> str:
@@ -108,7 +132,12 @@ class Endpoint:
                 headers = {"Accept": "application/json"}
                 if self._key:
                     headers["Authorization"] = f"Bearer {self._key}"
-                self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout))
+                # A plain http:// endpoint needs no TLS: verify=None makes httpx pass no context
+                # on (it builds one only for verify=True/False), and requests never leave this
+                # URL (redirects are not followed).
+                https = urlsplit(self.url).scheme == "https"
+                self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout),
+                                            verify=shared_ssl_context() if https else None)  # type: ignore[arg-type]
             return self._client
 
     def close(self) -> None:

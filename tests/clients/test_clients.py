@@ -349,6 +349,64 @@ def test_not_configured() -> None:
         ChatClient("").complete([{"role": "user", "content": "hi"}])
 
 
+# -- TLS -------------------------------------------------------------------------------------
+
+
+def _count_ssl_contexts(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[int]:
+    """Counts (or, with ``fail``, forbids) every SSLContext built from now on: stdlib hook."""
+    import ssl
+
+    made: list[int] = []
+    original = ssl.SSLContext.__new__
+
+    def counting(cls: type[ssl.SSLContext], *args: object, **kwargs: object) -> ssl.SSLContext:
+        if fail:
+            raise AssertionError("an SSL context was built for a plain http:// endpoint")
+        made.append(1)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "__new__", counting)
+    return made
+
+
+def test_http_endpoints_build_no_ssl_context(semif: FakeSystemOne, embed: FakeEmbeddings,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _count_ssl_contexts(monkeypatch, fail=True)
+    for _ in range(2):  # as two remembers would
+        assert SystemOneClient(semif.url).ask(STATE, {"durable": QUESTIONS["durable"]})["durable"].p > 0
+        assert len(EmbeddingsClient(embed.url).embed_query("x")) == 64
+    assert list_models(semif.url, "", 5) == ["fake-semif"]
+
+
+def test_https_endpoints_share_one_ssl_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    from realmem.clients import _http
+
+    monkeypatch.setattr(_http, "_ssl_contexts", {})  # start without the process's context
+    made = _count_ssl_contexts(monkeypatch)
+    for _ in range(3):  # nothing listens on port 1: the client is built, the connection refused
+        with pytest.raises(EndpointUnavailable, match="unreachable"):
+            SystemOneClient("https://127.0.0.1:1", model="m").ask(STATE, {"durable": QUESTIONS["durable"]})
+    assert len(made) == 1
+    assert _http.shared_ssl_context() is _http.shared_ssl_context()
+
+
+def test_ssl_cert_file_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import certifi
+
+    from realmem.clients._http import shared_ssl_context
+
+    bundle = Path(certifi.where()).read_text(encoding="ascii")
+    end = "-----END CERTIFICATE-----"
+    one_ca = tmp_path / "corporate-ca.pem"
+    one_ca.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----"):bundle.index(end) + len(end)] + "\n",
+                      encoding="ascii")
+    monkeypatch.setenv("SSL_CERT_FILE", str(one_ca))
+    assert shared_ssl_context().cert_store_stats()["x509_ca"] == 1  # that file's CA, not certifi's
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    assert shared_ssl_context().cert_store_stats()["x509_ca"] > 1
+
+
 # -- choice sharding -------------------------------------------------------------------------
 
 
