@@ -98,6 +98,11 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         forget_cache()
     except ImportError:
         pass
+    try:  # so is the "(auto)" model per endpoint URL; a new fake may reuse a port
+        from realmem.clients.base import forget_auto_models
+        forget_auto_models()
+    except ImportError:
+        pass
     return user_home
 
 

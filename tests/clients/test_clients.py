@@ -95,13 +95,44 @@ def test_pick_model() -> None:
         pick_model("", [])
 
 
-def test_auto_model_is_resolved_once_per_client(semif: FakeSystemOne) -> None:
+def test_auto_model_is_resolved_once_per_process(semif: FakeSystemOne) -> None:
     client = SystemOneClient(semif.url, model="(auto)")
     client.ask(STATE, {"durable": QUESTIONS["durable"]})
     answers = client.ask(STATE, {"durable": QUESTIONS["durable"]})
     assert answers.model == "fake-semif"
+    assert SystemOneClient(semif.url, model="(auto)").model == "fake-semif"  # the next remember's client
     assert [r.path for r in semif.requests].count("/v1/models") == 1
     assert _posts(semif, "/v1/systemone")[0].body["model"] == "fake-semif"
+    semif.configure(key=SECRET)  # another key is another entry: asked again, with that key
+    assert SystemOneClient(semif.url, key=SECRET).model == "fake-semif"
+    assert [r.headers.get("authorization") for r in semif.requests if r.path == "/v1/models"] == [
+        None, f"Bearer {SECRET}"]
+
+
+def test_auto_model_expires(semif: FakeSystemOne, monkeypatch: pytest.MonkeyPatch) -> None:
+    from realmem.clients import base
+
+    first = SystemOneClient(semif.url)
+    assert first.model == "fake-semif"
+    semif.configure(models=["jev-2"])
+    assert SystemOneClient(semif.url).model == "fake-semif"  # still within AUTO_MODEL_TTL
+    monkeypatch.setattr(base, "AUTO_MODEL_TTL", 0.0)  # as if the TTL had passed
+    assert SystemOneClient(semif.url).model == "jev-2"
+    assert first.model == "fake-semif"  # a client keeps its model for its life
+    assert [r.path for r in semif.requests].count("/v1/models") == 2
+
+
+def test_auto_model_errors_are_not_cached(semif: FakeSystemOne) -> None:
+    semif.fail_next(503)
+    with pytest.raises(EndpointUnavailable, match=r"^SemIf endpoint unavailable \(503\)"):
+        _ = SystemOneClient(semif.url).model
+    semif.configure(models=["jev-1", "jev-2"])
+    with pytest.raises(EndpointError, match="several models"):
+        _ = SystemOneClient(semif.url).model
+    semif.configure(models=["jev-1"])
+    assert SystemOneClient(semif.url).model == "jev-1"
+    assert SystemOneClient(semif.url).model == "jev-1"
+    assert [r.path for r in semif.requests].count("/v1/models") == 3
 
 
 def test_auto_model_fails_clearly_with_several_models(semif: FakeSystemOne, embed: FakeEmbeddings) -> None:
