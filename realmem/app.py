@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+import apsw
 import attrs
 
 from realmem.storage import db, faults, fsutil
@@ -83,6 +84,7 @@ class Realmem:
         self.store_roots: dict[str, Path | None] = {}  # a project store's project root
         self._escapes: dict[str, tuple[float, str | None]] = {}  # store -> (when checked, store_escape)
         self.projector = FileProjector(self.conn, self.lock, self)
+        self._readers: list[apsw.Connection] = []
 
     # --- opening ------------------------------------------------------------------------
 
@@ -98,7 +100,19 @@ class Realmem:
         return app
 
     def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+        self._readers.clear()
         self.conn.close()
+
+    def readers(self, n: int) -> list[apsw.Connection]:
+        """``n`` more connections to the same database, for reads that run on other threads
+        beside this one (SQLite serialises the statements of one connection).  Opened on first
+        use, kept until close.  They see what is committed, not this connection's open
+        transaction."""
+        while len(self._readers) < n:
+            self._readers.append(db.connect(self.db_path, migrate=False))
+        return self._readers[:n]
 
     def __enter__(self) -> "Realmem":
         return self

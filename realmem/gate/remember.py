@@ -313,7 +313,7 @@ def _plan(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
         return _plan_duplicate(app, cand, dup, stored, trace)
 
     # 3. Neighbours.
-    shown = _neighbours(app, cand, h, trace)[: max(0, int(app.config["gate.judgeNeighbors"]))]
+    shown = _neighbours(app, cand, h, trace, max(0, int(app.config["gate.judgeNeighbors"])))
     for n in (trace.neighbours or [])[: len(shown)]:
         n.judged = True
 
@@ -474,7 +474,8 @@ def _exact_duplicate(app: Realmem, h: str) -> Memory | None:
 BM25_TERMS = 8
 
 
-def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace) -> list[Memory]:
+def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace, shown: int) -> list[Memory]:
+    """The fused neighbours, all in the trace; the first ``shown`` of them read whole."""
     cfg = app.config
     limit = max(1, min(254, int(cfg["gate.neighbors"])))
     stores = app.visible_stores()
@@ -497,22 +498,25 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace) -> list
         emb.note = "no embedder configured: BM25 neighbours only"
     trace.embedding = emb
     text = f"{cand.caption}\n{cand.content}"
-    bm = search.bm25(app.conn, text, stores, limit, max_terms=BM25_TERMS)
-    kn = search.knn(app.conn, vector, stores, limit) if vector else []
+    # Inside a transaction other connections would not see its writes: one thread then.
+    readers = None if app.conn.in_transaction else app.readers
+    bm, kn = search.neighbour_lists(app.conn, readers, text, vector, stores, limit, BM25_TERMS)
     hits = search.fuse([bm], [kn] if kn else [], k=int(cfg["gate.rrfK"]), limit=limit)
-    out: list[Memory] = []
-    rows = []
-    found = tables.memories_by_key(app.conn, [hit.key for hit in hits])
+    rows, kept = [], []
+    # The trace lists every neighbour; only the judge's few are read whole.
+    found = queries.neighbour_rows(app.conn, [hit.key for hit in hits])
     for hit in hits:
-        m = found.get(hit.key)
-        if m is None or m.quarantined:
+        row = found.get(hit.key)
+        if row is None or row[2] is not None:  # gone meanwhile, or quarantined
             continue
-        out.append(m)
-        rows.append(NeighbourTrace(ids.short(m.id), m.store, _scope_label(m.store), m.caption, list(m.paths),
+        caption, paths, _ = row
+        kept.append(hit.key)
+        rows.append(NeighbourTrace(ids.short(hit.key[1]), hit.key[0], _scope_label(hit.key[0]), caption, paths,
                                    hit.cosine, hit.cos_rank, hit.bm25, hit.bm25_rank, hit.rrf))
     trace.neighbours = rows
     trace.neighbour_sources = NeighbourSources(len(bm), len(kn))
-    return out
+    whole = tables.memories_by_key(app.conn, kept[:shown])
+    return [whole[k] for k in kept[:shown] if k in whole]
 
 
 def _changed_since(app: Realmem, snap: int) -> bool:

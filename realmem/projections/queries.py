@@ -8,10 +8,12 @@ connection and runs one statement; none writes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 import apsw
 
+from realmem.events.types import Key
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, STORE_WIDE_PATHS, memory_from_row
 
@@ -154,6 +156,21 @@ def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
 
 # MEMORY_COLS qualified by the memories alias ``m``, for the reads that join another table.
 _M_COLS = ", ".join("m." + c.strip() for c in MEMORY_COLS.split(","))
+
+
+def neighbour_rows(conn: apsw.Connection, keys: Sequence[tuple[str, str]]) -> dict[Key, tuple[str, list[str], str | None]]:
+    """(caption, paths, quarantined) of each of ``keys`` that exists: what the gate's trace
+    lists of its up to 254 neighbours, without reading their texts."""
+    wanted = set(keys)
+    out: dict[Key, tuple[str, list[str], str | None]] = {}
+    ids_ = sorted({k[1] for k in wanted})
+    for start in range(0, len(ids_), 500):
+        chunk = ids_[start:start + 500]
+        for store, mem_id, caption, paths, quarantined in conn.execute(
+                f"SELECT store, id, caption, paths, quarantined FROM memories WHERE id IN ({_marks(chunk)})", chunk):
+            if (store, mem_id) in wanted:
+                out[Key(store, mem_id)] = (caption, json.loads(paths), quarantined)
+    return out
 
 
 def memory(conn: apsw.Connection, key: tuple[str, str]) -> Memory | None:

@@ -6,9 +6,11 @@ per-modality ranks, so a trace can show cos / BM25 / RRF for each neighbour.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import apsw
@@ -16,6 +18,9 @@ import apsw
 from realmem.events.types import Key
 from realmem.projections import index
 from realmem.projections.tokenize import fts_match, query_units
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 RRF_K = 60
 
@@ -37,40 +42,80 @@ def _store_filter(stores: Sequence[str]) -> tuple[str, list[str]]:
 def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
          max_terms: int | None = None) -> list[tuple[Key, float]]:
     """The best ``limit`` BM25 matches of ``text``.  With ``max_terms`` only the text's
-    ``max_terms`` rarest (highest-idf) topical units are searched (more only while those
-    match fewer than ``limit`` memories): a memory sharing the text's rare words (a
-    near-duplicate) still ranks first, while common words, which match most of a large
-    store and make FTS5 score every match, add fewer postings to read."""
-    if max_terms is None:
-        match = fts_match(text)
-    else:
-        covers: set[str] = set()
-        postings = 0
-        for i, (cs, _, df) in enumerate(sorted(_weighted_units(conn, text), key=lambda u: -u[1])):
-            # Past the cap only while the rare words match too few memories to fill the list,
-            # so a candidate of unique words still brings related memories along.
-            if i >= max(1, max_terms) and postings >= limit:
-                break
-            covers.update(cs)
-            postings += df
-        match = _match(covers) if covers else None
+    ``max_terms`` rarest (highest-idf) topical units are searched (see ``_rarest``)."""
+    match = fts_match(text) if max_terms is None else _rarest(conn, text, limit, max_terms)[0]
     if match is None:
         return []
     return [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
 
 
-def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -> list[tuple[str, str, int, float]]:
-    """(store, id, rowid, bm25 score) of the best ``limit`` FTS5 matches in ``stores``."""
+def _rarest(conn: apsw.Connection, text: str, limit: int, max_terms: int) -> tuple[str | None, int]:
+    """(FTS5 expression, postings it reads) of the text's ``max_terms`` rarest topical units
+    (more only while those match fewer than ``limit`` memories): a memory sharing the text's
+    rare words (a near-duplicate) still ranks first, while common words, which match most of
+    a large store and make FTS5 score every match, add fewer postings to read."""
+    covers: set[str] = set()
+    postings = 0
+    for i, (cs, _, df) in enumerate(sorted(_weighted_units(conn, text), key=lambda u: -u[1])):
+        # Past the cap only while the rare words match too few memories to fill the list,
+        # so a candidate of unique words still brings related memories along.
+        if i >= max(1, max_terms) and postings >= limit:
+            break
+        covers.update(cs)
+        postings += df
+    return (_match(covers) if covers else None), postings
+
+
+SPLIT_POSTINGS = 20_000  # fewer postings are scored faster on one thread than handed to two
+
+
+def neighbour_lists(conn: apsw.Connection, readers: Callable[[int], list[apsw.Connection]] | None, text: str,
+                    vector: list[float] | None, stores: Sequence[str], limit: int,
+                    max_terms: int) -> tuple[list[tuple[Key, float]], list[tuple[Key, float]]]:
+    """The gate's BM25 (rarest ``max_terms`` units) and KNN lists, computed side by side.
+
+    FTS5 scores every memory a query matches (a docsize lookup each), so a candidate of common
+    words costs most of the gate at 100k memories.  When it reads many postings, the BM25
+    ranking is split by rowid between ``conn`` and another connection, and the KNN runs on a
+    third; SQLite releases the GIL, so each runs on its own core.  The lists are the same as
+    ``bm25`` and ``knn`` give (each half ranks its own best; the merge keeps the best of both).
+    ``readers(n)`` opens the extra connections only when they are wanted; without it (inside a
+    transaction, whose writes other connections cannot see) all runs here."""
+    match, postings = _rarest(conn, text, limit, max_terms)
+    if readers is None or postings < SPLIT_POSTINGS:
+        bm = [] if match is None else [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
+        return bm, (knn(conn, vector, stores, limit) if vector else [])
+    half, other = readers(2)
+    pool = _pool()
+    kn = pool.submit(knn, other, vector, stores, limit) if vector else None
+    top = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM memories").fetchone()[0]
+    upper = pool.submit(_top, half, match, stores, limit, (top // 2, top))
+    rows = _top(conn, match, stores, limit, (0, top // 2)) + upper.result()
+    rows.sort(key=lambda r: (r[3], r[2]))
+    return [((s, i), score) for s, i, _, score in rows[:limit]], (kn.result() if kn else [])
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor  # only the gate at scale needs threads (start-up)
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="realmem-search")
+
+
+def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int,
+         rowids: tuple[int, int] | None = None) -> list[tuple[str, str, int, float]]:
+    """(store, id, rowid, bm25 score) of the best ``limit`` FTS5 matches in ``stores``, among
+    the rowids in [lo, hi) when ``rowids`` is given (FTS5 seeks to the range in each doclist)."""
     where, args = _store_filter(stores)
+    within, bounds = ("AND rowid >= ? AND rowid < ? ", rowids) if rowids else ("", ())
     # Rank inside FTS5 first, then join: joining every match before sorting costs more than
     # the ranking itself on large stores.  Over-fetch so other projects' hits cannot crowd out
     # the visible ones.  CROSS JOIN keeps the ranked rows the outer loop: left to itself the
     # planner walks every memory of the visible stores (100 ms at 100k) to probe them.
     return conn.execute(
         f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
-        f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
-        f"CROSS JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score LIMIT ?",
-        (match, limit * 4, *args, limit),
+        f"FROM memories_fts WHERE memories_fts MATCH ? {within}ORDER BY score, rowid LIMIT ?) f "
+        f"CROSS JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score, f.rowid LIMIT ?",
+        (match, *bounds, limit * 4, *args, limit),
     ).fetchall()
 
 

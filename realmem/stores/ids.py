@@ -41,7 +41,12 @@ def new_id() -> str:
 
 def short(canonical: str) -> str:
     """Canonical UUID -> 22-character base64url (no padding)."""
-    return base64.urlsafe_b64encode(uuid.UUID(canonical).bytes).decode("ascii").rstrip("=")
+    # The hex digits straight to bytes: uuid.UUID's parsing was a third of the cost, and the
+    # gate shortens up to 254 neighbour ids per candidate.
+    raw = bytes.fromhex(canonical.replace("-", "")) if len(canonical) == 36 else uuid.UUID(canonical).bytes
+    if len(raw) != 16:
+        raise ValueError(f"not a UUID: {canonical!r}")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def canonical(value: str) -> str | None:

@@ -176,3 +176,48 @@ def test_knn_matches_the_single_statement_shortlist(home: Path, repo: Path, tmp_
                 got = search.knn(a.conn, q, visible, limit)
                 assert got == _old_knn(a, q, visible, limit)
                 assert len(got) == limit and {k for k, _ in got} <= set(ours)
+
+
+def test_split_neighbour_lists_equal_the_one_thread_lists(home: Path, repo: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """At scale the gate ranks BM25 in two rowid halves on two connections and runs the KNN on
+    a third: the lists are those of ``bm25`` and ``knn`` on one connection, other projects'
+    memories (interleaved rowids) still left out; inside a transaction all runs on one."""
+    rng = random.Random(23)
+    other = make_repo(tmp_path / "other")
+    with open_attached(home, other, scan=False) as b:
+        assert b.project is not None
+        _fill(b, b.project.shared_store, [_common_text(rng, i) for i in range(600)], rng)
+    with open_attached(home, repo, scan=False) as a:
+        assert a.project is not None
+        _fill(a, a.project.shared_store, [_common_text(rng, i) for i in range(900)], rng)
+        with open_attached(home, other, scan=False) as b:  # more of theirs after ours
+            _fill(b, b.project.shared_store, [_common_text(rng, i) for i in range(600)], rng)
+        visible = a.visible_stores()
+        opened: list[int] = []
+
+        def readers(n: int) -> list:
+            opened.append(n)
+            return a.readers(n)
+
+        for limit in (5, 60, 254):
+            words = rng.sample(COMMON, 10)
+            text = f"{words[0]} needs {words[1]}\n" + " ".join(words)
+            vector = _unit(rng)
+            one = (search.bm25(a.conn, text, visible, limit, max_terms=remember.BM25_TERMS),
+                   search.knn(a.conn, vector, visible, limit))
+            monkeypatch.setattr(search, "SPLIT_POSTINGS", 10**9)
+            before = len(opened)
+            assert search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS) == one
+            assert len(opened) == before  # few postings: no connection asked for
+            monkeypatch.setattr(search, "SPLIT_POSTINGS", 0)
+            split = search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS)
+            assert [k for k, _ in split[0]] == [k for k, _ in one[0]]
+            assert [s for _, s in split[0]] == pytest.approx([s for _, s in one[0]])
+            assert split[1] == one[1] and len(one[0]) == limit
+            assert opened[-1] == 2
+            with db.transaction(a.conn):  # readers would not see this transaction's writes
+                assert search.neighbour_lists(a.conn, None, text, vector, visible, limit,
+                                              remember.BM25_TERMS)[1] == one[1]
+        assert len(a._readers) == 2
+    assert a._readers == []  # closed with the app
