@@ -198,6 +198,7 @@ class FileProjector:
         written = deleted = 0
         stats = []
         reachable: dict[str, bool] = {}
+        dirs: dict[str, tuple[Path, str]] = {}
         for key in sorted(touched):
             if key[0] not in reachable:  # asked once per store: it may stat the project root
                 reachable[key[0]] = self.stores.files_reachable(key[0])
@@ -205,18 +206,24 @@ class FileProjector:
                 continue
             mem = state.memories.get(key)
             if mem is not None:
-                d = self.stores.store_dir(mem.store)
-                stamp = _stamp(d / mem.file)
+                if mem.store not in dirs:
+                    d = self.stores.store_dir(mem.store)
+                    dirs[mem.store] = (d, str(d))
+                d, where = dirs[mem.store]
+                path = os.path.join(where, mem.file)  # a str: a Path per memory cost more than its stat
+                stamp = _stamp(path)
                 if stamp is None or known.get((mem.store, mem.file)) != stamp or stamp[0] >= settled \
                         or stamp[1] != len(mem.text.encode("utf-8")):
                     if files.write(d, mem.file, mem.text, durable=False):
                         written += 1
-                    stamp = _stamp(d / mem.file)
+                    stamp = _stamp(path)
                 if stamp is not None:
                     stats.append((mem.store, mem.file, *stamp))
-                for name in self.old_names(names, mem):
-                    if self.delete_file(mem.store, name, mem.id):
-                        deleted += 1
+                had = names.get(key)
+                if had and had != {mem.file}:  # renamed once: its old names may still be on disk
+                    for name in self.old_names(names, mem):
+                        if self.delete_file(mem.store, name, mem.id):
+                            deleted += 1
             else:
                 name = self.last_file_name(key)
                 if name and self.delete_file(key[0], name, key[1]):
@@ -293,7 +300,7 @@ class FileProjector:
         return out
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def _stamp(path: Path | str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
