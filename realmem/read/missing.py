@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 from realmem.stores import paths
+from realmem.stores.project import _git_dirs, _history_rewritten, read_head
+from realmem.storage.fsutil import atomic_write_text
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events import types as ev
@@ -17,15 +19,49 @@ from realmem.app import RealmemError
 from realmem.projections import queries
 
 
-def renames(root: Path, limit: int = 2000) -> dict[str, str]:
-    """old path -> newest path, from `git log` rename records (newest first)."""
+RENAMES_FILE = "git-renames.json"
+MAX_CACHED_ROOTS = 32
+
+
+def renames(root: Path, limit: int = 2000, cache: Path | None = None) -> dict[str, str]:
+    """old path -> newest path, from `git log` rename records (newest first).  With ``cache``
+    (a directory), kept in its git-renames.json per project for the HEAD it was read at: a
+    commit's history never changes, and `git log -M` over 2000 commits ran at every session
+    start that found a missing path (a tenth of a second or more)."""
+    dirs = _git_dirs(root) if cache is not None else None
+    head = read_head(root, dirs) if dirs is not None else None
+    if cache is None or dirs is None or head is None or _history_rewritten(dirs.common):
+        return _renames(root, limit) or {}
+    path = cache / RENAMES_FILE
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(str(root))
+    if isinstance(entry, dict) and entry.get("head") == head and entry.get("limit") == limit \
+            and isinstance(entry.get("renames"), dict):
+        return entry["renames"]
+    mapping = _renames(root, limit)
+    if mapping is None:  # git failed or timed out: nothing to keep, ask again next time
+        return {}
+    known.pop(str(root), None)
+    known[str(root)] = {"head": head, "limit": limit, "renames": mapping}
+    try:
+        atomic_write_text(path, json.dumps(dict(list(known.items())[-MAX_CACHED_ROOTS:])), durable=False)
+    except OSError:
+        pass  # only a cache: the next session start asks git again
+    return mapping
+
+
+def _renames(root: Path, limit: int) -> dict[str, str] | None:
     try:
         out = subprocess.run(["git", "log", f"-n{limit}", "--format=", "--name-status", "-M", "--diff-filter=R"],
                              cwd=root, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
-        return {}
+        return None
     if out.returncode != 0:
-        return {}
+        return None
     mapping: dict[str, str] = {}
     for line in out.stdout.splitlines():
         parts = line.split("\t")
@@ -100,7 +136,7 @@ def check(app: Realmem) -> int:
         if flags is None:
             gone = _gone(app, store, json.loads(stored), known, home)
             if gone and moved is None:
-                moved = renames(app.project.root) if app.project.is_git else {}
+                moved = renames(app.project.root, cache=app.home) if app.project.is_git else {}
             flags = by_value[store, stored] = {p: suggest(p, moved or {}) for p in gone}
         if flags != flagged_before.get((store, mem_id), {}):
             events.append(ev.PathsChecked(store, mem_id, dict(flags)))

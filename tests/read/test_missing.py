@@ -212,3 +212,28 @@ def test_prune_paths_rpc_plan_then_apply(home: Path, app: Realmem, tree: Path) -
         for a in apps.values():
             a.close()
     assert snapshot(home, tree)[0] == {"Gone and lib": ["lib"]}
+
+
+def test_rename_history_is_read_once_per_head(home: Path, app: Realmem, tree: Path, git: Any) -> None:
+    """Session starts at the same HEAD reuse the renames git gave (kept in the home's
+    git-renames.json); a new commit is read from git again."""
+    m = add(app, "Old module conventions", ["src/old"])
+    git(tree, "mv", "src/old", "src/new")
+    git(tree, "commit", "-q", "-m", "rename old to new")
+    assert missing.check(app) == 1 and flags(app, m) == {"src/old": "src/new"}
+    cache = home / missing.RENAMES_FILE
+    kept = json.loads(cache.read_text(encoding="utf-8"))
+    head = git(tree, "rev-parse", "HEAD").strip()
+    moved = {"src/old/a.py": "src/new/a.py", "src/old/b.py": "src/new/b.py"}  # git records files
+    assert kept[str(tree)]["head"] == head and kept[str(tree)]["renames"] == moved
+    # What the cache holds is what the next start uses (git is not asked at this HEAD).
+    kept[str(tree)]["renames"] = {"src/old/a.py": "src/cached/a.py"}
+    cache.write_text(json.dumps(kept), encoding="utf-8")
+    with open_attached(home, tree, session="s2") as again:
+        assert missing.check(again) == 1 and flags(again, m) == {"src/old": "src/cached"}
+    git(tree, "commit", "-q", "--allow-empty", "-m", "later")  # a new HEAD: git again
+    with open_attached(home, tree, session="s3") as later:
+        assert missing.check(later) == 1 and flags(later, m) == {"src/old": "src/new"}
+    cache.write_text("{not json", encoding="utf-8")  # a broken cache is only a cache
+    assert missing.renames(tree, cache=home) == moved
+    assert json.loads(cache.read_text(encoding="utf-8"))[str(tree)]["head"] != head
