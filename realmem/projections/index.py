@@ -60,7 +60,11 @@ def drop(conn: apsw.Connection, rowid: int) -> None:
 
 
 def clear(conn: apsw.Connection) -> None:
-    conn.execute("DELETE FROM memories_fts")
+    """Empty the FTS5 index by dropping it and making it again from its stored definition:
+    DELETE FROM removes one row at a time, tokenizing each again (1.3 s at 100k memories)."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='memories_fts'").fetchone()
+    conn.execute("DROP TABLE memories_fts")
+    conn.execute(sql)
 
 
 # --- vectors -----------------------------------------------------------------------------
@@ -210,5 +214,5 @@ def optimize_fts(conn: apsw.Connection) -> None:
 
 
 def rebuild_fts(conn: apsw.Connection) -> int:
-    conn.execute("DELETE FROM memories_fts")
+    clear(conn)
     return index_all(conn)

@@ -212,10 +212,13 @@ def _upsert_memories(conn: apsw.Connection, state: State, mems: list[Memory], pr
 
 def save_all(conn: apsw.Connection, state: State) -> None:
     """Bulk-write a whole state into EMPTY tables (replay's fast path), then index it."""
+    as_json: dict[tuple[str, ...], str] = {}  # most memories share a paths value ("." or a module)
     conn.executemany(
         f"INSERT INTO memories({MEMORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [(m.store, m.id, m.caption, m.content, json.dumps(m.paths, ensure_ascii=False), m.created, m.updated,
-          m.file, m.text, m.hash, m.source, m.quarantined, m.last_seq) for m in state.memories.values()],
+        [(m.store, m.id, m.caption, m.content,
+          as_json.get(p) or as_json.setdefault(p, json.dumps(m.paths, ensure_ascii=False)), m.created, m.updated,
+          m.file, m.text, m.hash, m.source, m.quarantined, m.last_seq)
+         for m in state.memories.values() for p in (tuple(m.paths),)],
     )
     conn.executemany("INSERT INTO counters VALUES (?,?,?,?)",
                      [(*k, c.used_count, c.path_inject_count) for k, c in state.counters.items() if k in state.memories])

@@ -166,9 +166,11 @@ _df_cache: dict[str, tuple[bytes, int, dict[str, int]]] = {}
 def _frequencies(conn: apsw.Connection, covers: Sequence[str]) -> tuple[int, dict[str, int]]:
     """(documents indexed, document frequency of each cover; a stem counts its most common
     form).  Cached per database until the index changes: FTS5 rewrites its structure record
-    (row 10 of its data table) on every write, so that record is the cache's version."""
+    (row 10 of its data table) on every write, so that record is the cache's version, with
+    the schema's (a replay drops the index and makes it again, and the record starts over)."""
     version = conn.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchone()
-    version = bytes(version[0]) if version else b""
+    schema = conn.execute("PRAGMA schema_version").fetchone()[0]
+    version = (bytes(version[0]) if version else b"") + b"@" + str(schema).encode()
     cached = _df_cache.get(conn.filename)
     if cached is None or cached[0] != version:
         n = max(1, conn.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0])

@@ -105,3 +105,26 @@ def test_rrf_fuses_ranks() -> None:
     top = hits[0]
     assert (top.bm25_rank, top.cos_rank) == (2, 1)
     assert top.rrf == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_replay_and_reindex_keep_the_word_counts_true_on_an_open_connection(home: Path, repo: Path) -> None:
+    """Replay and reindex drop the FTS5 index and make it again: a connection that counted
+    words before (its fts5vocab view, its cached document frequencies) counts the new index."""
+    from realmem.interface import commands
+    from realmem.projections import replay
+
+    with open_attached(home, repo, scan=False) as app:
+        store = app.store_for_scope("shared")
+        a = memories.add(app, "Quokka notes", "The quokka build runs twice.", store=store, stored_paths=["."],
+                         source="add")
+        memories.add(app, "Other notes", "Lint before release.", store=store, stored_paths=["."], source="add")
+        assert search._frequencies(app.conn, ["quokka", "lint"])[1] == {"quokka": 1, "lint": 1}
+        replay.replay(app)
+        assert search._frequencies(app.conn, ["quokka", "lint"])[1] == {"quokka": 1, "lint": 1}
+        memories.forget(app, [(a.store, a.id)])
+        replay.replay(app)
+        assert search._frequencies(app.conn, ["quokka", "lint"])[1] == {"quokka": 0, "lint": 1}
+        assert [k for k, _ in search.bm25(app.conn, "lint release", app.visible_stores(), 5)]
+        commands.reindex(app)
+        assert search._frequencies(app.conn, ["quokka", "lint"]) == (1, {"quokka": 0, "lint": 1})
+        assert replay.check(app).differences == []
