@@ -52,9 +52,19 @@ class Action(enum.StrEnum):
     CONSOLIDATE_PATHS = "consolidate-paths"
 
 
-@attrs.frozen
+def record_repr(self: object) -> str:
+    """``Name(field=value, ...)``, as attrs would write it.  The classes here and in the
+    projection state are made without attrs' generated __repr__: generating it was a third of
+    the cost of making each class, and every command makes these 31 classes at start-up."""
+    values = ", ".join(f"{a.name}={getattr(self, a.name)!r}" for a in attrs.fields(type(self)))
+    return f"{type(self).__qualname__}({values})"
+
+
+@attrs.frozen(repr=False)
 class Fields:
     """A memory as it is written: the parsed frontmatter and body plus the exact file text."""
+
+    __repr__ = record_repr
 
     caption: str
     content: str
@@ -65,9 +75,10 @@ class Fields:
     text: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Event:
     TYPE: ClassVar[str] = ""
+    __repr__ = record_repr
 
     def keys(self) -> list[Key]:
         """Memories this event affects (for incremental projection)."""
@@ -82,7 +93,7 @@ class Event:
         return getattr(self, "store", None)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class StoreRegistered(Event):
     """A store became known: where its files live and which project it belongs to."""
 
@@ -94,7 +105,7 @@ class StoreRegistered(Event):
     root: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MemoryAdded(Event):
     TYPE: ClassVar[str] = "memory_added"
     store: str
@@ -107,7 +118,7 @@ class MemoryAdded(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MemoryEdited(Event):
     """The memory's content, caption or paths changed (edit, merge, widen, manual edit)."""
 
@@ -124,7 +135,7 @@ class MemoryEdited(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MemoryForgotten(Event):
     TYPE: ClassVar[str] = "memory_forgotten"
     store: str
@@ -135,7 +146,7 @@ class MemoryForgotten(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MemoryMoved(Event):
     """Moved between stores (re-scope, or a personal store re-keyed after the first commit)."""
 
@@ -150,7 +161,7 @@ class MemoryMoved(Event):
         return [Key(self.store, self.id), Key(self.to_store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class FileObserved(Event):
     """A fact file changed outside realmem (hand edit, git pull, another clone)."""
 
@@ -165,7 +176,7 @@ class FileObserved(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class FileProblem(Event):
     """A file in a store that cannot be read as a fact (reported, never fatal)."""
 
@@ -180,7 +191,7 @@ class FileProblem(Event):
     digest: str = ""  # hash of what was seen, so the same problem is recorded once
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MemoryApproved(Event):
     TYPE: ClassVar[str] = "memory_approved"
     store: str
@@ -190,7 +201,7 @@ class MemoryApproved(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Reinforced(Event):
     TYPE: ClassVar[str] = "reinforced"
     store: str
@@ -201,7 +212,7 @@ class Reinforced(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class RecallHit(Event):
     TYPE: ClassVar[str] = "recall_hit"
     hits: list[tuple[str, str]]
@@ -210,7 +221,7 @@ class RecallHit(Event):
         return [Key(*h) for h in self.hits]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PathNotesShown(Event):
     TYPE: ClassVar[str] = "path_notes_shown"
     hits: list[tuple[str, str]]
@@ -221,7 +232,7 @@ class PathNotesShown(Event):
         return [Key(*h) for h in self.hits]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class UrgencyJudged(Event):
     TYPE: ClassVar[str] = "urgency_judged"
     store: str
@@ -237,7 +248,7 @@ class UrgencyJudged(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class PathsChecked(Event):
     """Missing-path flags for a memory, with suggested new locations from git renames."""
 
@@ -250,7 +261,7 @@ class PathsChecked(Event):
         return [Key(self.store, self.id)]
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Decided(Event):
     """The remember gate's decision with its full trace (raw answers, thresholds, rule)."""
 
@@ -273,7 +284,7 @@ class Decided(Event):
         return self.target[0] if self.target else None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CandidateQueued(Event):
     TYPE: ClassVar[str] = "candidate_queued"
     candidate_id: str
@@ -284,7 +295,7 @@ class CandidateQueued(Event):
     next_try: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CandidateRetried(Event):
     """A queued candidate's attempt failed again; it stays queued until next_try."""
 
@@ -294,7 +305,7 @@ class CandidateRetried(Event):
     next_try: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CandidateMoved(Event):
     """A queued candidate follows its project to a new key (a repository's first commit turns
     the path key into the git key), exactly as the personal store does."""
@@ -305,14 +316,14 @@ class CandidateMoved(Event):
     cwd: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CandidateDone(Event):
     TYPE: ClassVar[str] = "candidate_done"
     candidate_id: str
     outcome: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ContextImported(Event):
     TYPE: ClassVar[str] = "context_imported"
     path: str
@@ -321,7 +332,7 @@ class ContextImported(Event):
     facts: int
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ImportStarted(Event):
     TYPE: ClassVar[str] = "import_started"
     project_key: str | None
@@ -352,9 +363,11 @@ def _converter() -> "cattrs.Converter":
     return conv
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Envelope:
     """An event as stored: its place in the log and who appended it."""
+
+    __repr__ = record_repr
 
     seq: int
     time: str

@@ -13,13 +13,15 @@ from typing import Any
 import attrs
 
 from realmem.events import types as ev
-from realmem.events.types import Envelope, Key, content_hash
+from realmem.events.types import Envelope, Key, content_hash, record_repr
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Memory:
     """A memory as the projections hold it: the fields it was written with (``ev.Fields``, the
     same record the events carry, so nothing is copied field by field) plus what the log adds."""
+
+    __repr__ = record_repr
 
     store: str
     id: str
@@ -59,14 +61,18 @@ class Memory:
         return self.fields.text
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Counter:
+    __repr__ = record_repr
+
     used_count: int = 0
     path_inject_count: int = 0
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Urgency:
+    __repr__ = record_repr
+
     valid_for: str
     score: float
     probabilities: dict[str, float]
@@ -74,8 +80,10 @@ class Urgency:
     source: str
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Store:
+    __repr__ = record_repr
+
     store: str
     kind: str
     project_key: str | None
@@ -83,8 +91,10 @@ class Store:
     dir: str
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Pending:
+    __repr__ = record_repr
+
     candidate_id: str
     project_key: str | None
     cwd: str
@@ -95,8 +105,10 @@ class Pending:
     queued_seq: int
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Imported:
+    __repr__ = record_repr
+
     path: str
     project_key: str | None
     hash: str
@@ -104,8 +116,10 @@ class Imported:
     time: str
 
 
-@attrs.define
+@attrs.define(repr=False)
 class Problem:
+    __repr__ = record_repr
+
     store: str
     file: str
     problem: str
@@ -114,8 +128,10 @@ class Problem:
     digest: str
 
 
-@attrs.define
+@attrs.define(repr=False)
 class State:
+    __repr__ = record_repr
+
     memories: dict[Key, Memory] = attrs.Factory(dict)
     counters: dict[Key, Counter] = attrs.Factory(dict)
     urgency: dict[Key, Urgency] = attrs.Factory(dict)
