@@ -543,3 +543,41 @@ def test_bench_verdict_uses_the_unrounded_ratio():
     got = {r["row"]: (r["ratio"], r["ok"]) for r in rows([{"memories": 1, "replay": {"events_per_s": 19_962},
                                                             "store_open": {"p95_ms": 250.0}}])}
     assert got == {"replay": (1.0, False), "store open p95": (1.0, True)}
+
+
+def test_backlog_counts_new_gone_and_changed_files_and_stops_past_the_sync_limit(
+        home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session start's backlog: new, gone and edited fact files each count; once the new ones
+    alone are past SYNC_FILES the answer is "in the background" and nothing more is looked at."""
+    from realmem.write import observe
+    from realmem.write.observe import open_attached
+
+    monkeypatch.setattr(observe, "_RACY_NS", 0)
+    monkeypatch.setattr(observe, "SYNC_FILES", 3)
+    when = "2026-01-01T00:00:00.000Z"
+
+    def fact(d: Path, name: str) -> Path:
+        mem_id = ids.new_id()
+        path = d / name
+        path.write_text(files.render(id=mem_id, caption=name, paths=["."], created=when, updated=when,
+                                     content=f"About {name}."), encoding="utf-8")
+        return path
+
+    with open_attached(home, repo) as app:
+        d = app.store_dir(app.project.shared_store)  # type: ignore[union-attr]
+    d.mkdir(parents=True, exist_ok=True)
+    kept, gone, edited = fact(d, "kept.md"), fact(d, "gone.md"), fact(d, "edited.md")
+    with open_attached(home, repo) as app:  # all three read and recorded
+        assert observe.backlog(app) == 0
+    gone.unlink()
+    edited.write_text(edited.read_text(encoding="utf-8").replace("About", "Now about"), encoding="utf-8")
+    fact(d, "new.md")
+    (d / ".hidden.md").write_text("not a fact", encoding="utf-8")
+    (d / "notes.txt").write_text("not a fact", encoding="utf-8")
+    with open_attached(home, repo, scan=False) as app:
+        assert observe.backlog(app) == 3  # one new, one gone, one edited; kept.md unchanged
+    for i in range(5):
+        fact(d, f"pulled-{i}.md")
+    with open_attached(home, repo, scan=False) as app:
+        assert observe.backlog(app) == 6  # the new files alone: past the limit, nothing else counted
+    assert kept.exists()
