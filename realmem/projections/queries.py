@@ -310,9 +310,16 @@ def file_stat_count(conn: apsw.Connection, store: str, *, exclude: str) -> int:
     return conn.execute("SELECT count(*) FROM file_stats WHERE store=? AND file!=?", (store, exclude)).fetchone()[0]
 
 
-def memory_files(conn: apsw.Connection, store: str) -> dict[str, tuple[str, str]]:
-    """Memory id -> (file name, file text) of every memory of ``store``."""
-    return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, file, text FROM memories WHERE store=?", (store,))}
+def memory_files(conn: apsw.Connection, store: str) -> dict[str, str]:
+    """Memory id -> file name of every memory of ``store`` (not their texts: a scan of a large
+    store reads few files, and the texts were most of the time it took to start)."""
+    return {r[0]: r[1] for r in conn.execute("SELECT id, file FROM memories WHERE store=?", (store,))}
+
+
+def memory_text(conn: apsw.Connection, key: tuple[str, str]) -> str | None:
+    """The file text a memory was last written or observed with."""
+    row = conn.execute("SELECT text FROM memories WHERE store=? AND id=?", tuple(key)).fetchone()
+    return row[0] if row else None
 
 
 def files_with_hash(conn: apsw.Connection, store: str, content_hash: str) -> list[tuple[str, str]]:

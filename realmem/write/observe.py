@@ -259,8 +259,8 @@ def _scan_store(app: Realmem, store: str,
                 reads: _Reads) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
     """(events, file stats to record, memories whose file already holds their observed text)."""
     d = app.store_dir(store)
-    known = queries.memory_files(app.conn, store)
-    by_file = {f: mem_id for mem_id, (f, _) in known.items()}
+    known = queries.memory_files(app.conn, store)  # id -> file name; a text is read only to compare
+    by_file = {f: mem_id for mem_id, f in known.items()}
     stats = queries.file_stats(app.conn, store)
     problems, kinds = {}, {}
     for name, (digest, kind) in queries.file_problems(app.conn, store).items():
@@ -343,7 +343,7 @@ def _scan_store(app: Realmem, store: str,
         seen_ids[parsed.id] = name
         fine.add(name)
         current = known.get(parsed.id)
-        if current is not None and current == (name, text):
+        if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
             if restored:  # only the id line was deleted: put it back (the tables already agree)
                 files.write(d, name, text)
                 st = os.stat(d / name)
@@ -357,7 +357,7 @@ def _scan_store(app: Realmem, store: str,
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
             new_stats[name] = stamp
-            if current is None or current[0] == name:  # no other file of it for emit to remove
+            if current is None or current == name:  # no other file of it for emit to remove
                 on_disk.add(ev.Key(store, parsed.id))
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
@@ -372,14 +372,14 @@ def _scan_store(app: Realmem, store: str,
             mem_id = by_file.get(entry.name)
             if mem_id is not None:
                 seen_ids[mem_id] = entry.name
-    for mem_id, (name, _) in known.items():
+    for mem_id, name in known.items():
         if mem_id not in seen_ids:
             events.append(ev.FileObserved(store, mem_id, "deleted"))
             if name not in fine:  # else another memory now lives in that file
                 new_stats[name] = None
     handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
     handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
-    handled.update(known[e.id][0] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
+    handled.update(known[e.id] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
     for name in problems:
         told = kinds.get(name) == "re-identified" and name in unchanged  # stays until the file changes
         if name not in handled and (name not in names or name in fine) and not told:
