@@ -58,16 +58,19 @@ def memories_by_key(conn: apsw.Connection, keys: Iterable[Key]) -> dict[Key, Mem
 
 
 def _rows_by_key(conn: apsw.Connection, cols: str, table: str, keys: Sequence[Key]) -> Iterator[tuple]:
-    """Rows of ``table`` (``store, id`` first, then ``cols``) for ``keys``: one query per 500
-    ids instead of one per key (a scan's batch loads 500 memories)."""
-    wanted = set(keys)
-    ids_ = sorted({k[1] for k in wanted})
-    for start in range(0, len(ids_), 500):
-        chunk = ids_[start:start + 500]
-        for row in conn.execute(f"SELECT store, id, {cols} FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
-                                chunk):
-            if (row[0], row[1]) in wanted:
-                yield row
+    """Rows of ``table`` (``store, id`` first, then ``cols``) for ``keys``: one query per store
+    and 500 ids instead of one per key (a scan's batch loads 500 memories), each through the
+    table's (store, id) primary key: ``id IN`` alone read the whole counters, urgency and
+    missing_paths tables at every write (20-30 ms at 100k memories)."""
+    by_store: dict[str, list[str]] = {}
+    for store, mem_id in set(keys):
+        by_store.setdefault(store, []).append(mem_id)
+    for store, ids_ in by_store.items():
+        ids_.sort()
+        for start in range(0, len(ids_), 500):
+            chunk = ids_[start:start + 500]
+            yield from conn.execute(f"SELECT store, id, {cols} FROM {table} WHERE store=? AND id IN "
+                                    f"({','.join('?' * len(chunk))})", (store, *chunk))
 
 
 def load(conn: apsw.Connection, keys: Iterable[Key], small: Iterable[str] = ()) -> State:
