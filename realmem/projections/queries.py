@@ -15,7 +15,7 @@ import apsw
 
 from realmem.events.types import Key
 from realmem.projections.state import Memory
-from realmem.projections.tables import MEMORY_COLS, STORE_WIDE_PATHS, memory_from_row
+from realmem.projections.tables import MEMORY_COLS, STORE_WIDE_PATHS, memory_from_row, rows_by_key
 
 
 def _marks(values: Sequence[object]) -> str:
@@ -161,16 +161,8 @@ _M_COLS = ", ".join("m." + c.strip() for c in MEMORY_COLS.split(","))
 def neighbour_rows(conn: apsw.Connection, keys: Sequence[tuple[str, str]]) -> dict[Key, tuple[str, list[str], str | None]]:
     """(caption, paths, quarantined) of each of ``keys`` that exists: what the gate's trace
     lists of its up to 254 neighbours, without reading their texts."""
-    wanted = set(keys)
-    out: dict[Key, tuple[str, list[str], str | None]] = {}
-    ids_ = sorted({k[1] for k in wanted})
-    for start in range(0, len(ids_), 500):
-        chunk = ids_[start:start + 500]
-        for store, mem_id, caption, paths, quarantined in conn.execute(
-                f"SELECT store, id, caption, paths, quarantined FROM memories WHERE id IN ({_marks(chunk)})", chunk):
-            if (store, mem_id) in wanted:
-                out[Key(store, mem_id)] = (caption, json.loads(paths), quarantined)
-    return out
+    return {Key(store, mem_id): (caption, json.loads(paths), quarantined) for store, mem_id, caption, paths, quarantined
+            in rows_by_key(conn, "caption, paths, quarantined", "memories", keys)}
 
 
 def memory(conn: apsw.Connection, key: tuple[str, str]) -> Memory | None:

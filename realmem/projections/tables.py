@@ -57,7 +57,7 @@ def memories_by_key(conn: apsw.Connection, keys: Iterable[Key]) -> dict[Key, Mem
     return out
 
 
-def _rows_by_key(conn: apsw.Connection, cols: str, table: str, keys: Sequence[Key]) -> Iterator[tuple]:
+def rows_by_key(conn: apsw.Connection, cols: str, table: str, keys: Sequence[Key]) -> Iterator[tuple]:
     """Rows of ``table`` (``store, id`` first, then ``cols``) for ``keys``: one query per store
     and 500 ids instead of one per key (a scan's batch loads 500 memories), each through the
     table's (store, id) primary key: ``id IN`` alone read the whole counters, urgency and
@@ -81,11 +81,11 @@ def load(conn: apsw.Connection, keys: Iterable[Key], small: Iterable[str] = ()) 
         found = list(state.memories)
         for k in found:
             state.counters[k] = Counter()
-        for row in _rows_by_key(conn, "used_count, path_inject_count", "counters", found):
+        for row in rows_by_key(conn, "used_count, path_inject_count", "counters", found):
             state.counters[(row[0], row[1])] = Counter(row[2], row[3])
-        for row in _rows_by_key(conn, "valid_for, score, probabilities, confidence, source", "urgency", found):
+        for row in rows_by_key(conn, "valid_for, score, probabilities, confidence, source", "urgency", found):
             state.urgency[(row[0], row[1])] = Urgency(row[2], row[3], json.loads(row[4]), row[5], row[6])
-        for row in _rows_by_key(conn, "path, suggested", "missing_paths", found):
+        for row in rows_by_key(conn, "path, suggested", "missing_paths", found):
             state.missing.setdefault((row[0], row[1]), {})[row[2]] = row[3]
     for name in small:
         _LOADERS[name](conn, state)
@@ -119,9 +119,9 @@ def save(conn: apsw.Connection, state: State, keys: Iterable[Key], small: Iterab
     """Write the rows for ``keys`` (deleting those absent from state) and whole small tables,
     one statement per table for the whole batch (a scan saves 500 memories at a time)."""
     keys = list(dict.fromkeys(keys))
-    prev = {(r[0], r[1]): r[2:] for r in _rows_by_key(conn, "rowid, hash, paths, quarantined, caption",
+    prev = {(r[0], r[1]): r[2:] for r in rows_by_key(conn, "rowid, hash, paths, quarantined, caption",
                                                         "memories", keys)}
-    was_flagged = {(r[0], r[1]) for r in _rows_by_key(conn, "path", "missing_paths", list(prev))} if prev else set()
+    was_flagged = {(r[0], r[1]) for r in rows_by_key(conn, "path", "missing_paths", list(prev))} if prev else set()
     gone = [k for k in keys if k not in state.memories]
     kept = [state.memories[k] for k in keys if k in state.memories]
     _count_changes(conn, state, keys, prev, was_flagged)
@@ -180,7 +180,7 @@ def _upsert_memories(conn: apsw.Connection, state: State, mems: list[Memory], pr
         rows,
     )
     new = [(m.store, m.id) for m in mems if (m.store, m.id) not in prev]
-    rowids = {(r[0], r[1]): r[2] for r in _rows_by_key(conn, "rowid", "memories", new)} if new else {}
+    rowids = {(r[0], r[1]): r[2] for r in rows_by_key(conn, "rowid", "memories", new)} if new else {}
     changed = []
     for m, row in zip(mems, rows):
         key = (m.store, m.id)
