@@ -9,7 +9,7 @@ from pathlib import Path
 
 from realmem.stores import paths
 from realmem.stores.project import _git_dirs, _history_rewritten, read_head
-from realmem.storage.fsutil import atomic_write_text
+from realmem.storage.fsutil import keep_in_cache, read_cache
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events import types as ev
@@ -33,11 +33,7 @@ def renames(root: Path, limit: int = 2000, cache: Path | None = None) -> dict[st
     if cache is None or dirs is None or head is None or _history_rewritten(dirs.common):
         return _renames(root, limit) or {}
     path = cache / RENAMES_FILE
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-        known = known if isinstance(known, dict) else {}
-    except (OSError, ValueError):
-        known = {}
+    known = read_cache(path)
     entry = known.get(str(root))
     if isinstance(entry, dict) and entry.get("head") == head and entry.get("limit") == limit \
             and isinstance(entry.get("renames"), dict):
@@ -45,12 +41,7 @@ def renames(root: Path, limit: int = 2000, cache: Path | None = None) -> dict[st
     mapping = _renames(root, limit)
     if mapping is None:  # git failed or timed out: nothing to keep, ask again next time
         return {}
-    known.pop(str(root), None)
-    known[str(root)] = {"head": head, "limit": limit, "renames": mapping}
-    try:
-        atomic_write_text(path, json.dumps(dict(list(known.items())[-MAX_CACHED_ROOTS:])), durable=False)
-    except OSError:
-        pass  # only a cache: the next session start asks git again
+    keep_in_cache(path, known, str(root), {"head": head, "limit": limit, "renames": mapping}, MAX_CACHED_ROOTS)
     return mapping
 
 

@@ -6,6 +6,7 @@ killed at any instruction.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -164,3 +165,23 @@ def remove_file(path: Path) -> None:
     except FileNotFoundError:
         return
     fsync_dir(path.parent)
+
+
+def read_cache(path: Path) -> dict:
+    """A JSON object kept as a cache; {} when the file is missing, unreadable or not one."""
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def keep_in_cache(path: Path, known: dict, key: str, value: object, limit: int) -> None:
+    """Write ``known`` with ``key`` set to ``value`` as the newest entry, keeping the ``limit``
+    newest.  Only a cache: a failed write is left for the next caller to redo."""
+    known.pop(key, None)
+    known[key] = value
+    try:
+        atomic_write_text(path, json.dumps(dict(list(known.items())[-limit:])), durable=False)
+    except OSError:
+        pass

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import os
 import re
 from functools import lru_cache
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from realmem.storage.fsutil import atomic_write_text
+from realmem.storage.fsutil import keep_in_cache, read_cache
 
 
 class Scope(enum.StrEnum):
@@ -157,21 +156,12 @@ def _root_commits(root: Path, dirs: _GitDirs | None, cache: Path | None) -> str 
     if not cacheable:
         return _git(root, "rev-list", "--max-parents=0", "HEAD")
     path = cache / ROOTS_FILE  # type: ignore[operator]
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-        known = known if isinstance(known, dict) else {}
-    except (OSError, ValueError):
-        known = {}
+    known = read_cache(path)
     if isinstance(known.get(head), str):
         return known[head]
     roots = _git(root, "rev-list", "--max-parents=0", head)  # type: ignore[arg-type]
     if roots:
-        known.pop(head, None)
-        known[head] = roots
-        try:
-            atomic_write_text(path, json.dumps(dict(list(known.items())[-MAX_ROOTS:])), durable=False)
-        except OSError:
-            pass  # only a cache: the next start asks git again
+        keep_in_cache(path, known, head, roots, MAX_ROOTS)  # type: ignore[arg-type]
     return roots
 
 
