@@ -43,79 +43,118 @@ def bm25(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
          max_terms: int | None = None) -> list[tuple[Key, float]]:
     """The best ``limit`` BM25 matches of ``text``.  With ``max_terms`` only the text's
     ``max_terms`` rarest (highest-idf) topical units are searched (see ``_rarest``)."""
-    match = fts_match(text) if max_terms is None else _rarest(conn, text, limit, max_terms)[0]
+    match = fts_match(text) if max_terms is None else _rarest(conn, text, limit, max_terms)
     if match is None:
         return []
     return [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
 
 
-def _rarest(conn: apsw.Connection, text: str, limit: int, max_terms: int) -> tuple[str | None, int]:
-    """(FTS5 expression, postings it reads) of the text's ``max_terms`` rarest topical units
+def _rarest(conn: apsw.Connection, text: str, limit: int, max_terms: int) -> str | None:
+    """The FTS5 expression of the text's ``max_terms`` rarest topical units
     (more only while those match fewer than ``limit`` memories): a memory sharing the text's
     rare words (a near-duplicate) still ranks first, while common words, which match most of
-    a large store and make FTS5 score every match, add fewer postings to read."""
-    covers: set[str] = set()
+    a large store and make FTS5 score every match, add fewer postings to read.  Past
+    ``POSTINGS_BUDGET`` the common ones are split off as in Lucene's CommonTermsQuery
+    (see ``_common_terms``)."""
+    picked: list[tuple[tuple[str, ...], float, int]] = []
     postings = 0
-    for i, (cs, _, df) in enumerate(sorted(_weighted_units(conn, text), key=lambda u: -u[1])):
+    for i, unit in enumerate(sorted(_weighted_units(conn, text), key=lambda u: -u[1])):
         # Past the cap only while the rare words match too few memories to fill the list,
         # so a candidate of unique words still brings related memories along.
         if i >= max(1, max_terms) and postings >= limit:
             break
-        covers.update(cs)
-        postings += df
-    return (_match(covers) if covers else None), postings
+        picked.append(unit)
+        postings += unit[2]
+    if not picked:
+        return None
+    if postings > POSTINGS_BUDGET:
+        return _common_terms(conn, picked)
+    return _match({c for cs, _, _ in picked for c in cs})
 
 
-SPLIT_POSTINGS = 20_000  # fewer postings are scored faster on one thread than handed to two
+# FTS5 scores every memory its query matches (a docsize lookup and the bm25 sum each, about
+# 2 us here) and cannot skip ahead the way Lucene's block-max WAND does, so a query whose
+# words together match more memories than this is narrowed first.
+POSTINGS_BUDGET = 10_000
+
+
+def _common_terms(conn: apsw.Connection, picked: list[tuple[tuple[str, ...], float, int]]) -> str:
+    """The query of Lucene's CommonTermsQuery (Elasticsearch's ``cutoff_frequency``) for units
+    whose postings together pass ``POSTINGS_BUDGET``, rarest first in ``picked``.
+
+    The rarest units, as many as stay within the budget, decide the match on their own: a
+    memory holding none of them holds only words that most memories hold.  When even the
+    rarest known unit passes the budget (every word of the text is common), the match is a
+    conjunction instead: the rarest units all required, as few as bring the estimated matches
+    (words independent) within the budget, and every unit still counted in the score, so the
+    memory holding the most of them (a twin) ranks first."""
+    rare: list[tuple[str, ...]] = []
+    seen = 0
+    for cs, _, df in picked:
+        if seen + df > POSTINGS_BUDGET:
+            break
+        rare.append(cs)
+        seen += df
+    if seen:  # rare words the store knows (a word it never saw matches nothing)
+        return _match({c for cs in rare for c in cs})
+    n, _ = _frequencies(conn, [])
+    known = [(cs, df) for cs, _, df in picked if df]
+    required, matches = [], float(n)
+    for cs, df in known:
+        required.append(cs)
+        matches *= df / n
+        if matches <= POSTINGS_BUDGET:
+            break
+    # The required units count twice in the score (in the AND and in the OR): every memory
+    # matched holds them all, so that only weighs their frequencies above the others'.
+    scored = _match({c for cs, _ in known for c in cs})
+    both = " AND ".join(f"({_match(set(cs))})" for cs in required)
+    return f"{both} AND ({scored})"
 
 
 def neighbour_lists(conn: apsw.Connection, readers: Callable[[int], list[apsw.Connection]] | None, text: str,
                     vector: list[float] | None, stores: Sequence[str], limit: int,
                     max_terms: int) -> tuple[list[tuple[Key, float]], list[tuple[Key, float]]]:
-    """The gate's BM25 (rarest ``max_terms`` units) and KNN lists, computed side by side.
+    """The gate's BM25 (rarest ``max_terms`` units) and KNN lists: the same lists ``bm25``
+    and ``knn`` give.  In a space of ``PARALLEL_KNN`` vectors or more, the KNN runs on
+    another connection while the BM25 ranks here; SQLite releases the GIL, so each runs on its
+    own core.  ``readers(n)`` opens that connection only when it is wanted; without it (inside
+    a transaction, whose writes other connections cannot see) both run here."""
+    match = _rarest(conn, text, limit, max_terms)
+    kn = None
+    if vector and readers is not None and _vectors(conn) >= PARALLEL_KNN:
+        kn = _pool().submit(knn, readers(1)[0], vector, stores, limit)
+    bm = [] if match is None else [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
+    if kn is not None:
+        return bm, kn.result()
+    return bm, (knn(conn, vector, stores, limit) if vector else [])
 
-    FTS5 scores every memory a query matches (a docsize lookup each), so a candidate of common
-    words costs most of the gate at 100k memories.  When it reads many postings, the BM25
-    ranking is split by rowid between ``conn`` and another connection, and the KNN runs on a
-    third; SQLite releases the GIL, so each runs on its own core.  The lists are the same as
-    ``bm25`` and ``knn`` give (each half ranks its own best; the merge keeps the best of both).
-    ``readers(n)`` opens the extra connections only when they are wanted; without it (inside a
-    transaction, whose writes other connections cannot see) all runs here."""
-    match, postings = _rarest(conn, text, limit, max_terms)
-    if readers is None or postings < SPLIT_POSTINGS:
-        bm = [] if match is None else [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
-        return bm, (knn(conn, vector, stores, limit) if vector else [])
-    half, other = readers(2)
-    pool = _pool()
-    kn = pool.submit(knn, other, vector, stores, limit) if vector else None
-    top = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM memories").fetchone()[0]
-    upper = pool.submit(_top, half, match, stores, limit, (top // 2, top))
-    rows = _top(conn, match, stores, limit, (0, top // 2)) + upper.result()
-    rows.sort(key=lambda r: (r[3], r[2]))
-    return [((s, i), score) for s, i, _, score in rows[:limit]], (kn.result() if kn else [])
+
+PARALLEL_KNN = 5_000  # vectors before the KNN (tens of ms) pays for a thread and a second connection
+
+
+def _vectors(conn: apsw.Connection) -> int:
+    return conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
 
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    from concurrent.futures import ThreadPoolExecutor  # only the gate at scale needs threads (start-up)
-    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="realmem-search")
+    from concurrent.futures import ThreadPoolExecutor  # only the gate at scale needs a thread (start-up)
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="realmem-knn")
 
 
-def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int,
-         rowids: tuple[int, int] | None = None) -> list[tuple[str, str, int, float]]:
-    """(store, id, rowid, bm25 score) of the best ``limit`` FTS5 matches in ``stores``, among
-    the rowids in [lo, hi) when ``rowids`` is given (FTS5 seeks to the range in each doclist)."""
+def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -> list[tuple[str, str, int, float]]:
+    """(store, id, rowid, bm25 score) of the best ``limit`` FTS5 matches in ``stores``."""
     where, args = _store_filter(stores)
-    within, bounds = ("AND rowid >= ? AND rowid < ? ", rowids) if rowids else ("", ())
     # Rank inside FTS5 first, then join: joining every match before sorting costs more than
     # the ranking itself on large stores.  Over-fetch so other projects' hits cannot crowd out
     # the visible ones.  CROSS JOIN keeps the ranked rows the outer loop: left to itself the
     # planner walks every memory of the visible stores (100 ms at 100k) to probe them.
     return conn.execute(
         f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
-        f"FROM memories_fts WHERE memories_fts MATCH ? {within}ORDER BY score, rowid LIMIT ?) f "
+        f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score, rowid LIMIT ?) f "
         f"CROSS JOIN memories m ON m.rowid = f.rowid WHERE {where} ORDER BY f.score, f.rowid LIMIT ?",
-        (match, *bounds, limit * 4, *args, limit),
+        (match, limit * 4, *args, limit),
     ).fetchall()
 
 
@@ -283,7 +322,7 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
         return []
     where, args = _store_filter(stores)
     blob = index.pack(vector)
-    size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
+    size = _vectors(conn)
     binary = size >= PREFILTER_MIN and index.has_binary(conn)
     if binary:
         k = max(64, limit * OVERSAMPLE)
@@ -318,6 +357,10 @@ PROBE_K = 16  # the first, cheap look at how near the query's nearest vectors ar
 CAP_MIN_K = 512  # below it vec0's own pass costs less than a probe and the capped tries
 
 
+GAPS_KEPT = 8  # recent shortlists whose k-th distance (past the probe's) the first try starts from
+_gaps: dict[tuple[str, int], list[int]] = {}
+
+
 def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) -> list[int]:
     """The rowids vec0 returns for the k nearest sign-quantized vectors: the same list as
     ``k = ?`` alone, for a large k in a fraction of the time.
@@ -329,7 +372,9 @@ def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) ->
     a cap below it returns fewer than k rows, and is raised.  Distances are whole bit counts;
     the cap is raised by the growth the counts so far show, so it lands at or just past the
     k-th distance in a few cheap tries instead of overshooting into thousands of rows
-    (at 100k vectors and k = 1016: about 20 ms instead of 100)."""
+    (at 100k vectors and k = 1016: about 20 ms instead of 100).  Each try costs a pass over
+    every vector, so the first one starts where the last shortlists of this database found
+    their k-th distance past the probe's: then one try is usually enough."""
     knn = f"SELECT rowid, distance FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
     probe = conn.execute(knn, (blob, k if k < CAP_MIN_K else PROBE_K)).fetchall()
     if len(probe) < PROBE_K or k < CAP_MIN_K:
@@ -337,10 +382,13 @@ def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) ->
     # The last cap tried and the rows within it: the probe's farthest distance holds at least
     # PROBE_K rows.
     last_cap, last_n = probe[-1][1], PROBE_K
-    cap = last_cap + 2
+    gaps = _gaps.setdefault((conn.filename, k), [])
+    cap = last_cap + (max(gaps) if gaps else 2)
     while True:
         rows = conn.execute(knn + " AND distance <= ?", (blob, k, cap)).fetchall()
         if len(rows) >= k or cap >= dims:  # no distance exceeds the bit count: every row passed
+            if len(rows) >= k:
+                gaps[:] = [*gaps[1 - GAPS_KEPT:], int(rows[-1][1] - probe[-1][1])]
             return [r for r, _ in rows]
         # Rows within the cap grow about geometrically with it near the nearest ones: step by
         # the growth seen so far towards k.  A try short of k costs a few ms, a cap too far

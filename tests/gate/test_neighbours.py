@@ -148,11 +148,16 @@ def test_capped_hamming_shortlist_is_vec0s_own_list(home: Path, repo: Path) -> N
                     "SELECT vector FROM embeddings WHERE rowid = ?", (rng.randrange(1, i),)).fetchone()[0])
                 index.cache_put(app.conn, f"h{i}", SPACE, v)
         plain = f"SELECT rowid FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
-        for _ in range(12):
-            blob = index.pack(_unit(rng))
+        search._gaps.clear()
+        for i in range(12):
+            # Stored vectors (their nearest at distance 0) among random ones: the first try,
+            # started from the last queries' k-th distance, lands short of k or past it.
+            blob = index.pack(_unit(rng)) if i % 3 else app.conn.execute(
+                "SELECT vector FROM embeddings WHERE rowid = ?", (rng.randrange(1, index.CHUNK * 2),)).fetchone()[0]
             for k in (1, search.PROBE_K, 100, search.CAP_MIN_K, 1016, 4096):
                 want = [r for (r,) in app.conn.execute(plain, (blob, k))]
                 assert search._hamming_shortlist(app.conn, blob, k, DIMS) == want
+        assert len(search._gaps[(app.conn.filename, 1016)]) == search.GAPS_KEPT
 
 
 def test_knn_matches_the_single_statement_shortlist(home: Path, repo: Path, tmp_path: Path,
@@ -178,10 +183,10 @@ def test_knn_matches_the_single_statement_shortlist(home: Path, repo: Path, tmp_
                 assert len(got) == limit and {k for k, _ in got} <= set(ours)
 
 
-def test_split_neighbour_lists_equal_the_one_thread_lists(home: Path, repo: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """At scale the gate ranks BM25 in two rowid halves on two connections and runs the KNN on
-    a third: the lists are those of ``bm25`` and ``knn`` on one connection, other projects'
+def test_neighbour_lists_equal_bm25_and_knn_on_one_connection_or_two(home: Path, repo: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a large space the gate runs the KNN on a second connection while BM25 ranks on its
+    own: the lists are those of ``bm25`` and ``knn`` on one connection, other projects'
     memories (interleaved rowids) still left out; inside a transaction all runs on one."""
     rng = random.Random(23)
     other = make_repo(tmp_path / "other")
@@ -206,18 +211,61 @@ def test_split_neighbour_lists_equal_the_one_thread_lists(home: Path, repo: Path
             vector = _unit(rng)
             one = (search.bm25(a.conn, text, visible, limit, max_terms=remember.BM25_TERMS),
                    search.knn(a.conn, vector, visible, limit))
-            monkeypatch.setattr(search, "SPLIT_POSTINGS", 10**9)
+            assert len(one[0]) == len(one[1]) == limit
+            monkeypatch.setattr(search, "PARALLEL_KNN", 10**9)
             before = len(opened)
             assert search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS) == one
-            assert len(opened) == before  # few postings: no connection asked for
-            monkeypatch.setattr(search, "SPLIT_POSTINGS", 0)
-            split = search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS)
-            assert [k for k, _ in split[0]] == [k for k, _ in one[0]]
-            assert [s for _, s in split[0]] == pytest.approx([s for _, s in one[0]])
-            assert split[1] == one[1] and len(one[0]) == limit
-            assert opened[-1] == 2
+            assert len(opened) == before  # a small space: no connection asked for
+            monkeypatch.setattr(search, "PARALLEL_KNN", 0)
+            assert search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS) == one
+            assert opened[-1] == 1
             with db.transaction(a.conn):  # readers would not see this transaction's writes
                 assert search.neighbour_lists(a.conn, None, text, vector, visible, limit,
-                                              remember.BM25_TERMS)[1] == one[1]
-        assert len(a._readers) == 2
+                                              remember.BM25_TERMS) == one
+        assert len(a._readers) == 1
     assert a._readers == []  # closed with the app
+
+
+def _matched(app: Realmem, match: str) -> set[int]:
+    return {r for (r,) in app.conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (match,))}
+
+
+def _holding(app: Realmem, word: str) -> set[int]:
+    return _matched(app, f'"{word}"')
+
+
+@pytest.mark.parametrize("rare", [True, False], ids=["rare-words-decide", "common-words-only"])
+def test_past_the_postings_budget_the_twin_still_ranks_first_and_fewer_memories_are_scored(
+        home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch, rare: bool) -> None:
+    """A candidate whose words together match more memories than FTS5 should score: with rare
+    words only those decide the match (common words left out), with common words only the
+    rarest are all required; either way the twin ranks first and far fewer memories match."""
+    rng = random.Random(5)
+    monkeypatch.setattr(search, "POSTINGS_BUDGET", 300)  # each common word matches about 900 of 3000
+    with open_attached(home, repo, scan=False) as app:
+        assert app.project is not None
+        store = app.project.shared_store
+        texts = [_common_text(rng, i) for i in range(3000)]
+        extra = "zephyrine quokkaflux " if rare else ""
+        twin = (f"redis cache uses worker {extra}timeout",
+                "Run the queue retry handler before deploy; the schema migration needs the token.")
+        texts.insert(1234, twin)
+        _fill(app, store, texts, rng)
+        key = next(k for k, (c, _) in zip(_keys(app, store), texts) if c == twin[0])
+        cand = f"{twin[0]}\n{twin[1].replace('before', 'ahead of')}"
+        match = search._rarest(app.conn, cand, 254, remember.BM25_TERMS)
+        assert match is not None
+        monkeypatch.setattr(search, "POSTINGS_BUDGET", 10**9)
+        plain = search._rarest(app.conn, cand, 254, remember.BM25_TERMS)
+        assert plain is not None and len(_matched(app, plain)) > 2000  # the plain OR matches most of the store
+        got = search.bm25(app.conn, cand, app.visible_stores(), 254, max_terms=remember.BM25_TERMS)
+        monkeypatch.setattr(search, "POSTINGS_BUDGET", 300)
+        budgeted = search.bm25(app.conn, cand, app.visible_stores(), 254, max_terms=remember.BM25_TERMS)
+        assert [k for k, _ in got][:1] == [k for k, _ in budgeted][:1] == [key]
+        matched = _matched(app, match)
+        if rare:
+            assert matched == _holding(app, "zephyrine") | _holding(app, "quokkaflux")
+        else:
+            assert 1 <= len(matched) <= 300 * 2  # the estimate assumes words independent
+            assert sum(1 for w in ("redis", "cache", "worker", "timeout", "queue", "retry", "handler", "deploy",
+                                   "schema", "migration", "token") if matched <= _holding(app, w)) >= 2
