@@ -158,9 +158,11 @@ SYNC_FILES = 300
 def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     """How many fact files a full scan would read (new, or size/mtime changed) or find gone:
     one directory listing and stat per file, nothing read.  Past ``SYNC_FILES`` new or gone
-    files (a pull's thousands) the known files are not stat'ed: the answer is already "in the
-    background", and at 100k memories the stats alone took a quarter of a second.  For the
-    same reason gone files are not looked for once the new ones alone are past it."""
+    files (a pull's thousands) the answer is already "in the background", so the count stops
+    there: a store listing that many more files than it has recorded stats for is not
+    compared name by name (reading the 100k recorded stats alone took a quarter of a second;
+    the count is then a floor, exact unless files also went), known files are not stat'ed,
+    and gone files are not looked for once the new ones alone are past it."""
     pending = 0
     listed: list[tuple[Path, dict[str, tuple[int, int]], list[str]]] = []
     same: list[str] = []  # large stores whose directory stamp says no file came or went
@@ -169,7 +171,11 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
         if stamp is not None and _unchanged(app, store, stamp):
             same.append(store)
             continue
-        d, stats, names = _listing(app, store)
+        d, names = _names(app, store)
+        ahead = len(names) - _file_count(app, store)
+        if pending + ahead > SYNC_FILES:
+            return pending + ahead
+        stats = queries.file_stats(app.conn, store)  # its _DIR_ROW never matches a fact file's name
         present = set(names)
         pending += len(present.difference(stats))  # new: nothing to compare, no stat needed
         listed.append((d, stats, names))
@@ -179,7 +185,9 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
         pending += len(gone - present)  # gone: a memory to delete, a problem resolved
     if pending > SYNC_FILES:
         return pending
-    listed.extend(_listing(app, store) for store in same)
+    for store in same:
+        d, names = _names(app, store)
+        listed.append((d, queries.file_stats(app.conn, store), names))
     for d, stats, names in listed:
         where = str(d)
         for name in names:
@@ -196,15 +204,14 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     return pending
 
 
-def _listing(app: Realmem, store: str) -> tuple[Path, dict[str, tuple[int, int]], list[str]]:
-    """A store's directory, its recorded file stats and the names of its fact files now (names
-    only: listing 76k entries as DirEntry objects cost twice as much)."""
-    stats = queries.file_stats(app.conn, store)  # its _DIR_ROW never matches a fact file's name
+def _names(app: Realmem, store: str) -> tuple[Path, list[str]]:
+    """A store's directory and the names of its fact files now (names only: listing 76k
+    entries as DirEntry objects cost twice as much)."""
     d = app.store_dir(store)
     try:
-        return d, stats, [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
+        return d, [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
     except OSError:
-        return d, stats, []
+        return d, []
 
 
 def _dir_stamp(app: Realmem, store: str) -> int | None:

@@ -548,7 +548,8 @@ def test_bench_verdict_uses_the_unrounded_ratio():
 def test_backlog_counts_new_gone_and_changed_files_and_stops_past_the_sync_limit(
         home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Session start's backlog: new, gone and edited fact files each count; once the new ones
-    alone are past SYNC_FILES the answer is "in the background" and nothing more is looked at."""
+    alone are past SYNC_FILES the answer is "in the background" and nothing more is looked at
+    (a listing that many files longer than the recorded stats is not even compared by name)."""
     from realmem.write import observe
     from realmem.write.observe import open_attached
 
@@ -578,6 +579,11 @@ def test_backlog_counts_new_gone_and_changed_files_and_stops_past_the_sync_limit
         assert observe.backlog(app) == 3  # one new, one gone, one edited; kept.md unchanged
     for i in range(5):
         fact(d, f"pulled-{i}.md")
+    with open_attached(home, repo, scan=False) as app:
+        # Five files more than recorded: past the limit before any name is compared, the count
+        # a floor of the six new ones (one went).
+        assert observe.backlog(app) == 5
+    gone.write_text("---\nnot: closed", encoding="utf-8")  # listed again, as a malformed file
     with open_attached(home, repo, scan=False) as app:
         assert observe.backlog(app) == 6  # the new files alone: past the limit, nothing else counted
     assert kept.exists()

@@ -232,3 +232,31 @@ def test_store_sizes_migration_counts_an_existing_database(app: Realmem) -> None
         app.conn.execute("DELETE FROM schema_version WHERE version = 16")
     db.apply_migrations(app.conn)
     assert _kept(app) == expected == {shared: (2, 0, 1)}
+
+
+def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_table(app: Realmem) -> None:
+    """Missing paths, the freshness history, path notes and the prompt's counts ask which
+    memories are about paths (and when they were updated) at every session start: they read
+    an index holding just those columns, not every fact's text (a quarter of a second each at
+    100k memories)."""
+    stores = [app.store_for_scope("shared"), app.store_for_scope("personal")]
+    memories.add(app, "Build notes", "About src/a.py.", store=stores[0], stored_paths=["src/a.py"], source="add")
+    memories.add(app, "Everywhere", "About the repo.", store=stores[0], stored_paths=["."], source="add")
+    statements: list[tuple[str, tuple]] = []
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        statements.append((sql, tuple(bindings or ())))  # type: ignore[arg-type]
+        return True
+
+    app.conn.exec_trace = trace
+    try:
+        scoped = list(queries.path_scoped_paths(app.conn, stores, include_quarantined=True))
+        times = queries.path_scoped_update_times(app.conn, stores)
+        counts = queries.path_counts(app.conn, stores)
+    finally:
+        app.conn.exec_trace = None
+    assert [p for _, _, p in scoped] == [p for p, _ in counts] == ['["src/a.py"]'] and len(times) == 1
+    assert len(statements) == 3
+    for sql, args in statements:
+        plan = " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+        assert "COVERING INDEX memories_scope" in plan, (sql, plan)
