@@ -47,7 +47,8 @@ def start(app: Realmem) -> dict[str, Any]:
         notes.append(f"{count(problems, 'fact file')} could not be read ({hint('status')}).")
         level = "warning"
     try:
-        ensure_worker(app)
+        if app.config["worker.autostart"]:  # off (REALMEM_WORKER_AUTOSTART=0): the user runs `realmem worker`
+            ensure_worker(app)
     except Exception as exc:  # a missing worker must never stop a session
         logger.warning("could not start the worker", error=str(exc))
     return {

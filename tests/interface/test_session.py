@@ -44,6 +44,15 @@ def test_session_start_makes_sure_a_worker_runs(home: Path, repo: Path) -> None:
     assert worker_pids(home), "session start spawned no worker"
 
 
+def test_session_start_leaves_the_worker_alone_when_autostart_is_off(home: Path, repo: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """worker.autostart off (the setting, or REALMEM_WORKER_AUTOSTART=0): no worker appears
+    behind the user's back, as the queue's own wake-ups already honoured."""
+    monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")
+    start(home, repo)
+    assert not worker_pids(home) and not (home / "worker.spawn").exists()
+
+
 @pytest.mark.parametrize("rule", [".pi/", ".pi", ".pi/*"])
 def test_gitignore_warning_names_the_rule_and_the_fix(home: Path, repo: Path, git: Any, rule: str) -> None:
     (repo / ".gitignore").write_text(f"node_modules/\n{rule}\n", encoding="utf-8")
