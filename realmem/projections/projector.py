@@ -67,6 +67,14 @@ class Stores(Protocol):
     def files_reachable(self, store: str) -> bool: ...
 
 
+def _file_changes(old: Memory | None, new: Memory | None) -> bool:
+    """A change the memory's file must follow.  An unchanged one is never rewritten: someone
+    may have edited the file since the last scan."""
+    if old is None or new is None:
+        return old is not new
+    return (old.file, old.text) != (new.file, new.text)
+
+
 class FileProjector:
     def __init__(self, conn: apsw.Connection, lock: LeaseLock, stores: Stores) -> None:
         self.conn = conn
@@ -78,7 +86,11 @@ class FileProjector:
     def apply(self, before: State, after: State, keys: Iterable[Key]) -> bool:
         """Write the files of a committed change; False if the lease was lost on the way (the
         rest is left to the next writer's catch-up, and the position stays behind)."""
-        keys = list(keys)
+        # Only memories whose file or text changed are written: a scan's batch of files already
+        # on disk writes none, and then flushes nothing either.
+        keys = [k for k in keys if _file_changes(before.memories.get(k), after.memories.get(k))]
+        if not keys:
+            return True
         # A large batch (a pull's hand-written facts getting their ids) is flushed once at the
         # end, as replay does, instead of an fsync per file; the files' position is recorded
         # only after this returns, so a crash before the flush is healed by catch-up.
@@ -96,8 +108,6 @@ class FileProjector:
         try:
             for key in keys:
                 old, new = before.memories.get(key), after.memories.get(key)
-                if old is not None and new is not None and (old.file, old.text) == (new.file, new.text):
-                    continue  # unchanged: never rewrite a file someone may have edited since the last scan
                 if new is not None:
                     if not self.fence_ok(new.store, new.file):
                         return False
