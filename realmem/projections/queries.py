@@ -9,7 +9,7 @@ connection and runs one statement; none writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import apsw
 
@@ -112,13 +112,37 @@ def missing_paths(conn: apsw.Connection, key: tuple[str, str]) -> dict[str, str 
                                           tuple(key))}
 
 
-def missing_paths_of(conn: apsw.Connection, stores: Sequence[str]) -> dict[tuple[str, str], dict[str, str | None]]:
-    """Every flagged memory of ``stores``: its missing paths, each with its suggestion (one query)."""
-    out: dict[tuple[str, str], dict[str, str | None]] = {}
-    for store, mem_id, p, s in conn.execute(f"SELECT store, id, path, suggested FROM missing_paths WHERE store IN "
-                                            f"({_marks(stores)})", tuple(stores)):
-        out.setdefault((store, mem_id), {})[p] = s
-    return out
+def path_scoped_values(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, int]]:
+    """(store, paths JSON, how many memories have it) of the memories in ``stores``, quarantined
+    ones too, with a path other than the store root: one row per distinct value."""
+    return conn.execute(f"SELECT store, paths, count(*) FROM memories WHERE store IN ({_marks(stores)}) "
+                        f"AND paths NOT IN ({_marks(STORE_WIDE_PATHS)}) GROUP BY store, paths",
+                        (*stores, *STORE_WIDE_PATHS)).fetchall()
+
+
+# A memory's missing paths as one comparable text: path, then suggestion (or none), sorted by path.
+_PATH, _SUGGESTED, _NONE = "\x1d", "\x1f", "\x1e"
+
+
+def _flags_text(flags: Mapping[str, str | None]) -> str:
+    # Python's str order is UTF-8's byte order, which SQLite's ORDER BY path follows.
+    return _PATH.join(p + _SUGGESTED + (_NONE if s is None else s) for p, s in sorted(flags.items()))
+
+
+def flags_differ(conn: apsw.Connection, expected: Mapping[tuple[str, str], Mapping[str, str | None]]
+                 ) -> list[tuple[str, str, str]]:
+    """(store, id, paths JSON) of the memories whose recorded missing paths differ from
+    ``expected`` for their (store, paths JSON), every value of ``path_scoped_values`` given.
+    SQLite compares them, walking the values (one JSON parameter) and each value's memories
+    through their index: no row per memory comes to Python."""
+    values = json.dumps([(st, ps, _flags_text(f)) for (st, ps), f in expected.items()])
+    return conn.execute(
+        "WITH e AS MATERIALIZED (SELECT value ->> 0 AS store, value ->> 1 AS paths, value ->> 2 AS flags "
+        "FROM json_each(?)) "
+        "SELECT m.store, m.id, m.paths FROM e CROSS JOIN memories m ON m.store = e.store AND m.paths = e.paths "
+        "WHERE e.flags != coalesce((SELECT group_concat(p.path || ? || coalesce(p.suggested, ?), ? ORDER BY p.path) "
+        "FROM missing_paths p WHERE p.store = m.store AND p.id = m.id), '')",
+        (values, _SUGGESTED, _NONE, _PATH)).fetchall()
 
 
 def suggested_path(conn: apsw.Connection, key: tuple[str, str], path: str) -> tuple[str | None] | None:
@@ -246,12 +270,10 @@ def path_counts(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str,
                         (*stores, *STORE_WIDE_PATHS)).fetchall()
 
 
-def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str], *,
-                      include_quarantined: bool = False) -> Iterator[tuple[str, str, str]]:
-    """(store, id, paths JSON) of the memories in ``stores`` with a path other than the store
-    root, one row at a time (the path-note index at 100k memories)."""
-    only = "" if include_quarantined else "quarantined IS NULL AND "
-    yield from conn.execute(f"SELECT store, id, paths FROM memories WHERE {only}store IN "
+def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+    """(store, id, paths JSON) of the unquarantined memories in ``stores`` with a path other
+    than the store root, one row at a time (the path-note index at 100k memories)."""
+    yield from conn.execute(f"SELECT store, id, paths FROM memories WHERE quarantined IS NULL AND store IN "
                             f"({_marks(stores)}) AND paths NOT IN ({_marks(STORE_WIDE_PATHS)})",
                             (*stores, *STORE_WIDE_PATHS))
 

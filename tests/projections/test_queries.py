@@ -250,13 +250,16 @@ def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_tab
 
     app.conn.exec_trace = trace
     try:
-        scoped = list(queries.path_scoped_paths(app.conn, stores, include_quarantined=True))
+        scoped = list(queries.path_scoped_paths(app.conn, stores))
         times = queries.path_scoped_update_times(app.conn, stores)
         counts = queries.path_counts(app.conn, stores)
+        values = queries.path_scoped_values(app.conn, stores)
+        differ = queries.flags_differ(app.conn, {(stores[0], '["src/a.py"]'): {"src/a.py": None}})
     finally:
         app.conn.exec_trace = None
     assert [p for _, _, p in scoped] == [p for p, _ in counts] == ['["src/a.py"]'] and len(times) == 1
-    assert len(statements) == 3
+    assert values == [(stores[0], '["src/a.py"]', 1)] and [p for _, _, p in differ] == ['["src/a.py"]']
+    assert len(statements) == 5
     for sql, args in statements:
         plan = " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args))
-        assert "COVERING INDEX memories_scope" in plan, (sql, plan)
+        assert "COVERING INDEX memories_scope" in plan and "SCAN m" not in plan, (sql, plan)

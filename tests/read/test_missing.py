@@ -18,6 +18,7 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import log as evlog
+from realmem.events import types as ev
 from realmem.write.observe import open_attached
 
 
@@ -104,6 +105,31 @@ def test_check_emits_only_when_flags_change(app: Realmem, tree: Path) -> None:
     seq = evlog.last_seq(app.conn)
     assert missing.check(app) == 1
     assert evlog.last_seq(app.conn) == seq
+
+
+def test_memories_sharing_paths_are_each_flagged_and_each_change_is_told_once(app: Realmem, tree: Path,
+                                                                              git: Any) -> None:
+    """Memories with the same paths are resolved once and compared with their own flags: one
+    whose flags already match gets no event; a suggestion that appears, a path that comes back
+    and a memory whose flags were edited apart each get theirs."""
+    same = [add(app, f"Old module {i}", ["src/old", "src/gone.py"]) for i in range(3)]
+    other = add(app, "Kept", ["src/keep/c.py"])
+    assert missing.check(app) == 3
+    assert all(flags(app, m) == {"src/gone.py": None} for m in same) and flags(app, other) == {}
+    app.emit([ev.PathsChecked(same[1].store, same[1].id, {"src/gone.py": None, "src/old": "elsewhere"})])
+    git(tree, "mv", "src/old", "src/new")
+    git(tree, "commit", "-q", "-m", "move")
+    seq = evlog.last_seq(app.conn)
+    assert missing.check(app) == 3
+    told = [e.event for e in evlog.read(app.conn, seq)]
+    assert sorted(e.memory_id for e in told) == sorted(m.id for m in same)  # "other" never told
+    assert all(flags(app, m) == {"src/gone.py": None, "src/old": "src/new"} for m in same)
+    seq = evlog.last_seq(app.conn)
+    assert missing.check(app) == 3 and evlog.last_seq(app.conn) == seq
+    (tree / "src/gone.py").write_text("back\n", encoding="utf-8")
+    git(tree, "mv", "src/new", "src/old")
+    assert missing.check(app) == 0
+    assert all(flags(app, m) == {} for m in same)
 
 
 def test_globs_and_personal_memories_are_checked(app: Realmem) -> None:
