@@ -153,14 +153,19 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
     """The memories matching one query by the documented rule, best fused relevance first."""
     if not any(topical for _, _, topical in query_units(query)):
         return []  # nothing to search for: a vector of punctuation is close to nothing in particular
+    vec = embed(app, query)
+    pending = None
+    if search.usable(vec):
+        assert vec is not None
+        # In a large space the KNN runs on another connection while the lexical search runs here.
+        readers = None if app.conn.in_transaction else app.readers
+        pending = search.knn_beside(app.conn, readers, vec, stores, NEIGHBOURS)
     lex = search.lexical(app.conn, query, stores, CANDIDATES, COVERAGE_MIN)
     best_cov = max((h.coverage for h in lex), default=0.0)
     lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]
     vec_ok: list[tuple[Key, float]] = []
-    vec = embed(app, query)
-    if search.usable(vec):
-        assert vec is not None
-        near = search.knn(app.conn, vec, stores, NEIGHBOURS)
+    if pending is not None:
+        near = pending()
         floor = search.vector_floor(app.conn)
         if near and floor is not None:
             best = near[0][1]

@@ -117,17 +117,24 @@ def neighbour_lists(conn: apsw.Connection, readers: Callable[[int], list[apsw.Co
                     max_terms: int) -> tuple[list[tuple[Key, float]], list[tuple[Key, float]]]:
     """The gate's BM25 (rarest ``max_terms`` units) and KNN lists: the same lists ``bm25``
     and ``knn`` give.  In a space of ``PARALLEL_KNN`` vectors or more, the KNN runs on
-    another connection while the BM25 ranks here; SQLite releases the GIL, so each runs on its
-    own core.  ``readers(n)`` opens that connection only when it is wanted; without it (inside
-    a transaction, whose writes other connections cannot see) both run here."""
+    another connection while the BM25 ranks here (``knn_beside``); SQLite releases the GIL,
+    so each runs on its own core.  ``readers(n)`` opens that connection only when it is
+    wanted; without it (inside a transaction, whose writes other connections cannot see) both
+    run here."""
     match = _rarest(conn, text, limit, max_terms)
-    kn = None
-    if vector and readers is not None and _vectors(conn) >= PARALLEL_KNN:
-        kn = _pool().submit(knn, readers(1)[0], vector, stores, limit)
+    kn = knn_beside(conn, readers, vector, stores, limit) if vector else list
     bm = [] if match is None else [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
-    if kn is not None:
-        return bm, kn.result()
-    return bm, (knn(conn, vector, stores, limit) if vector else [])
+    return bm, kn()
+
+
+def knn_beside(conn: apsw.Connection, readers: Callable[[int], list[apsw.Connection]] | None,
+               vector: list[float], stores: Sequence[str], limit: int) -> Callable[[], list[tuple[Key, float]]]:
+    """``knn``, already running on another connection when the space holds ``PARALLEL_KNN``
+    vectors or more (so the caller's own search runs meanwhile); call the result for the list.
+    Without ``readers`` (inside a transaction) it runs here, when called."""
+    if readers is not None and _vectors(conn) >= PARALLEL_KNN:
+        return _pool().submit(knn, readers(1)[0], vector, stores, limit).result
+    return lambda: knn(conn, vector, stores, limit)
 
 
 PARALLEL_KNN = 5_000  # vectors before the KNN (tens of ms) pays for a thread and a second connection

@@ -77,8 +77,13 @@ queries = st.lists(st.sampled_from(VOCAB + NOISE), min_size=1, max_size=4).map("
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(facts=stores, query=queries, with_vectors=st.booleans())
-def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, query, with_vectors, tmp_path: Path) -> None:
+@given(facts=stores, query=queries, with_vectors=st.booleans(), beside=st.booleans())
+def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, query, with_vectors, beside,
+                                                                     tmp_path: Path) -> None:
+    """``beside``: the KNN runs on a second connection beside the lexical search, as in a
+    large space (``search.PARALLEL_KNN``); the answer must not change."""
+    parallel = search.PARALLEL_KNN
+    search.PARALLEL_KNN = 0 if beside else 10**9
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp, open_attached(Path(tmp) / "home", Path(tmp)) as app:
         made = [_add(app, c, b) for c, b in facts]
         vectors: dict[str, list[float]] = {}
@@ -89,7 +94,12 @@ def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, que
                     vectors[m.id] = fake_embedding(m.caption + "\n\n" + m.content, DIMS)
                     index.cache_put(app.conn, m.hash, "prop-space", vectors[m.id])
         embed = (lambda _a, t: fake_embedding(t, DIMS)) if with_vectors else (lambda _a, t: None)
-        res = recall.recall(app, queries=[query], page_size=100, count_hits=False, embed=embed)
+        try:
+            res = recall.recall(app, queries=[query], page_size=100, count_hits=False, embed=embed)
+        finally:
+            search.PARALLEL_KNN = parallel
+        searched = any(topical for _, _, topical in recall.query_units(query))
+        assert len(app._readers) == (1 if beside and with_vectors and searched else 0)
         got = {i.memory.id for i in res.items}
         expected = oracle(app, query, vectors)
         borderline = set()
