@@ -340,7 +340,7 @@ class Server:
         app = self.app(p)
         idx = self.note_indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
         notes = pathnotes.path_notes(app, idx, tool_name=str(p.get("tool_name", "")), tool_input=p.get("input"),
-                                     shown=p.get("shown") or [])
+                                     shown=p.get("shown") or [], later=self.later)
         return pathnotes.dumps(notes)
 
     def on_recall(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -219,6 +219,11 @@ def file_names(conn: apsw.Connection, store: str, *, exclude: str | None = None)
     return {r[0] for r in conn.execute("SELECT file FROM memories WHERE store=? AND id IS NOT ?", (store, exclude))}
 
 
+def used_counts(conn: apsw.Connection, keys: Sequence[Key]) -> dict[Key, int]:
+    """The used count of each of ``keys`` that has one (one query, not one per memory)."""
+    return {Key(store, mem_id): used for store, mem_id, used in rows_by_key(conn, "used_count", "counters", keys)}
+
+
 def counters(conn: apsw.Connection, key: tuple[str, str]) -> tuple[int, int]:
     """(used count, path inject count) of one memory, (0, 0) when it has none."""
     row = conn.execute("SELECT used_count, path_inject_count FROM counters WHERE store=? AND id=?",

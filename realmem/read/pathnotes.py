@@ -8,7 +8,7 @@ shown: High the full fact, Mid (or not judged yet) the caption with its id, Low 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -152,7 +152,9 @@ class Notes:
 
 
 def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_input: Any, shown: Iterable[str],
-               record: bool = True) -> Notes:
+               record: bool = True, later: Callable[[Callable[[], None]], None] | None = None) -> Notes:
+    """The notes for one tool call.  ``later``: when given, the counter event of the notes
+    shown is appended through it (the rpc child: after the answer is sent, as recall's hit)."""
     touched = touched_paths(tool_name, tool_input, cwd=app.cwd, home=memories.user_home())
     if not touched:
         return Notes(None, [], [])
@@ -164,9 +166,9 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     cand = [(k, s) for k, s in matched.items() if ids.short(key_of(k)[1]) not in already]
     if not cand:
         return Notes(None, [], touched)
-    used = {k: app.counters(key_of(k))[0] for k, _ in cand}
+    used = queries.used_counts(app.conn, [key_of(k) for k, _ in cand])
     store_rank = {s: i for i, s in enumerate(app.visible_stores())}
-    cand.sort(key=lambda ks: (-ks[1], -used[ks[0]], store_rank.get(key_of(ks[0])[0], 9), ks[0]))
+    cand.sort(key=lambda ks: (-ks[1], -used.get(key_of(ks[0]), 0), store_rank.get(key_of(ks[0])[0], 9), ks[0]))
     entries = note_index.load(app, [k for k, _ in cand])
     scores = urgency_scores(app, [(e.key, e.urgency_key) for e in entries])
     cfg = app.config
@@ -215,7 +217,11 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     lines.append("</realmem-path-notes>")
     shown_now = [e for e, _ in (*full, *caps)]
     if record and shown_now:
-        app.emit([ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)])
+        event = ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)
+        if later is None:
+            app.emit([event])
+        else:
+            later(lambda: app.emit([event]))
     return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
 
 

@@ -126,6 +126,9 @@ def test_path_notes_answer_while_remember_waits_for_the_judge(spawn: Any, repo: 
     assert notes["shown"] == [ids.short(note.id)] and note.caption in notes["text"]
     status = c.call("status", {"cwd": str(repo)})  # other quick methods too
     assert "shared" in status["text"]
+    # The note's count is written after its answer went out, before the next request ran.
+    with open_attached(home, repo, scan=False) as a:
+        assert a.counters((note.store, note.id)) == (0, 1)
     assert slow not in c.responses
     gate.release()
     res = c.response(slow)["result"]
