@@ -72,6 +72,9 @@ class Entry:
     fresh: freshness.Subject
 
 
+ENTRIES_KEPT = 2048  # entries a NoteIndex keeps read (a few MB at most)
+
+
 class NoteIndex:
     """Where every path-scoped memory in the visible stores applies: its absolute patterns in a
     ``PathIndex`` under the key store NUL id, and nothing else.  Its text, paths and freshness
@@ -86,6 +89,9 @@ class NoteIndex:
         # once and its text kept once; ``load`` resolves from it too (one entry per distinct
         # path, not per memory: 1.5 MB at 100k, and path notes stay at their 10k latency).
         self.resolved: dict[tuple[str, str], str | None] = {}
+        # Index key -> its entry as ``load`` read it, for the next touches of the same paths
+        # (an agent reads and edits the same files again and again); dropped with the index.
+        self.entries: dict[str, Entry] = {}
 
     def refresh(self, app: Realmem) -> None:
         seq = memories_version(app)
@@ -99,11 +105,21 @@ class NoteIndex:
             for p in json.loads(stored):
                 if p not in WHOLE and (a := freshness.resolve(app, store, p, home, resolved)) is not None:
                     index.add(k, a)
-        self.index, self.resolved, self.seq = index, resolved, seq
+        self.index, self.resolved, self.seq, self.entries = index, resolved, seq, {}
 
     def load(self, app: Realmem, keys: Iterable[str]) -> list[Entry]:
-        """The full entries of these index keys, in their order, as their rows are now; one
-        gone since the refresh (forgotten by another process meanwhile) is left out."""
+        """The full entries of these index keys, in their order, as their rows are since the
+        refresh (no memory changed since, or it would have rebuilt); one gone since (forgotten
+        by another process meanwhile) is left out."""
+        keys = list(keys)
+        unread = [k for k in keys if k not in self.entries]
+        if unread:
+            if len(self.entries) + len(unread) > ENTRIES_KEPT:
+                self.entries = {}
+            self.entries.update((f"{e.key[0]}\0{e.key[1]}", e) for e in self._read(app, unread))
+        return [self.entries[k] for k in keys if k in self.entries]
+
+    def _read(self, app: Realmem, keys: list[str]) -> list[Entry]:
         wanted = [key_of(k) for k in keys]
         ids_ = sorted({key[1] for key in wanted})
         rows: dict[Key, tuple[str, str, list[str], str, str | None]] = {}

@@ -400,3 +400,24 @@ def test_rpc_path_notes_and_no_notes_for_realmems_own_tools(home: Path, app: Rea
         for apps in server.all_apps:
             for a in apps.values():
                 a.close()
+
+
+def test_a_kept_index_reads_a_note_once_and_again_after_the_memory_changes(app: Realmem) -> None:
+    """The rpc child's index keeps the notes it read for the next touches of the same paths;
+    an edit (here, by another process writing the store) makes it read them again."""
+    m = add(app, "Schema needs migrations", "Every schema change needs a migration.", ["src/db"], urgency=1.9)
+    idx = NoteIndex()
+    reads: list[str] = []
+    app.conn.exec_trace = lambda _c, sql, _b: reads.append(sql) or True  # type: ignore[func-returns-value]
+    try:
+        assert full_shown(notes(app, idx, path="src/db/schema.sql"), m)
+        assert full_shown(notes(app, idx, path="src/db/query.py"), m)  # shown list not kept here: shown again
+        content_reads = [s for s in reads if "content, paths, updated, file FROM memories" in s]
+        assert len(content_reads) == 1
+        with open_attached(app.home, app.cwd, scan=False) as other:
+            edited = memories.edit(other, (m.store, m.id), caption="Schema changes need a migration")
+        judge(app, edited, 1.9)
+        assert full_shown(notes(app, idx, path="src/db/schema.sql"), edited)
+        assert len([s for s in reads if "content, paths, updated, file FROM memories" in s]) == 2
+    finally:
+        app.conn.exec_trace = None
