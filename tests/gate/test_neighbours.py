@@ -68,24 +68,28 @@ def _common_text(rng: random.Random, i: int) -> tuple[str, str]:
 @pytest.mark.parametrize("rare", [True, False], ids=["with-rare-words", "common-words-only"])
 def test_near_duplicate_finds_its_twin_among_thousands_sharing_common_words(home: Path, repo: Path,
                                                                             rare: bool) -> None:
-    rng = random.Random(11)
     with open_attached(home, repo, scan=False) as app:
-        assert app.project is not None
-        store = app.project.shared_store
-        texts = [_common_text(rng, i) for i in range(3000)]
-        extra = "zephyrine quokkaflux " if rare else ""
-        twin = (f"redis cache uses worker {extra}timeout",
-                "Run the queue retry handler before deploy; the schema migration needs the token.")
-        texts.insert(1234, twin)
-        _fill(app, store, texts, rng)
-        key = next(k for k, (c, _) in zip(_keys(app, store), texts) if c == twin[0])
-        # The candidate restates the twin with one word changed.
-        cand = f"{twin[0]}\n{twin[1].replace('before', 'ahead of')}"
+        key, cand = _twin_among_common(app, random.Random(11), rare)
         got = search.bm25(app.conn, cand, app.visible_stores(), 254, max_terms=remember.BM25_TERMS)
         full = search.bm25(app.conn, cand, app.visible_stores(), 254)
         assert [k for k, _ in got][:1] == [key]
         assert [k for k, _ in full][:1] == [key]
         assert len(got) == 254  # the common words still bring related memories along
+
+
+def _twin_among_common(app: Realmem, rng: random.Random, rare: bool) -> tuple[tuple[str, str], str]:
+    """3000 memories of common words and a twin (with two rare words, or none); returns the
+    twin's key and a candidate restating it with one word changed."""
+    assert app.project is not None
+    store = app.project.shared_store
+    texts = [_common_text(rng, i) for i in range(3000)]
+    extra = "zephyrine quokkaflux " if rare else ""
+    twin = (f"redis cache uses worker {extra}timeout",
+            "Run the queue retry handler before deploy; the schema migration needs the token.")
+    texts.insert(1234, twin)
+    _fill(app, store, texts, rng)
+    key = next(k for k, (c, _) in zip(_keys(app, store), texts) if c == twin[0])
+    return key, f"{twin[0]}\n{twin[1].replace('before', 'ahead of')}"
 
 
 def _keys(app: Realmem, store: str) -> list[tuple[str, str]]:
@@ -240,19 +244,9 @@ def test_past_the_postings_budget_the_twin_still_ranks_first_and_fewer_memories_
     """A candidate whose words together match more memories than FTS5 should score: with rare
     words only those decide the match (common words left out), with common words only the
     rarest are all required; either way the twin ranks first and far fewer memories match."""
-    rng = random.Random(5)
     monkeypatch.setattr(search, "POSTINGS_BUDGET", 300)  # each common word matches about 900 of 3000
     with open_attached(home, repo, scan=False) as app:
-        assert app.project is not None
-        store = app.project.shared_store
-        texts = [_common_text(rng, i) for i in range(3000)]
-        extra = "zephyrine quokkaflux " if rare else ""
-        twin = (f"redis cache uses worker {extra}timeout",
-                "Run the queue retry handler before deploy; the schema migration needs the token.")
-        texts.insert(1234, twin)
-        _fill(app, store, texts, rng)
-        key = next(k for k, (c, _) in zip(_keys(app, store), texts) if c == twin[0])
-        cand = f"{twin[0]}\n{twin[1].replace('before', 'ahead of')}"
+        key, cand = _twin_among_common(app, random.Random(5), rare)
         match = search._rarest(app.conn, cand, 254, remember.BM25_TERMS)
         assert match is not None
         monkeypatch.setattr(search, "POSTINGS_BUDGET", 10**9)
