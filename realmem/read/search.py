@@ -333,6 +333,14 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     binary = size >= PREFILTER_MIN and index.has_binary(conn)
     if binary:
         k = max(64, limit * OVERSAMPLE)
+        # The exact rerank looks up the memories of the vectors up to the (limit + SLACK)-th
+        # nearest only, ties included: a memory row per shortlisted vector cost most of it.
+        # When those leave fewer than ``limit`` (other projects' memories), all are looked up.
+        rerank = (f"WITH near AS MATERIALIZED (SELECT e.hash AS hash, vec_distance_cosine(e.vector, ?) AS d "
+                  f"FROM json_each(?) b CROSS JOIN embeddings e ON e.rowid = b.value), "
+                  f"cut AS (SELECT d FROM near ORDER BY d LIMIT 1 OFFSET ?) "
+                  f"SELECT m.store, m.id, n.d FROM near n CROSS JOIN memories m ON m.hash = n.hash "
+                  f"WHERE n.d <= coalesce((SELECT d FROM cut), n.d) AND {where} ORDER BY n.d, m.store, m.id LIMIT ?")
     else:
         sql = (f"SELECT m.store, m.id, v.distance FROM (SELECT rowid, distance FROM {index.VEC_TABLE} "
                f"WHERE embedding MATCH ? AND k = ?) v CROSS JOIN embeddings e ON e.rowid = v.rowid "
@@ -346,12 +354,10 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     while True:
         k = min(KNN_MAX, k)
         if binary:
-            shortlist = _hamming_shortlist(conn, blob, k, dims)
-            rows = conn.execute(
-                f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) AS d FROM json_each(?) b "
-                f"CROSS JOIN embeddings e ON e.rowid = b.value CROSS JOIN memories m ON m.hash = e.hash "
-                f"WHERE {where} ORDER BY d, m.store, m.id LIMIT ?",
-                (blob, json.dumps(shortlist), *args, limit)).fetchall()
+            shortlist = json.dumps(_hamming_shortlist(conn, blob, k, dims))
+            rows = conn.execute(rerank, (blob, shortlist, limit + SLACK - 1, *args, limit)).fetchall()
+            if len(rows) < limit:
+                rows = conn.execute(rerank, (blob, shortlist, k, *args, limit)).fetchall()
         else:
             rows = conn.execute(sql, (blob, k, *args, limit)).fetchall()
         if len(rows) >= limit or k >= min(KNN_MAX, size):
