@@ -84,7 +84,7 @@ class Realmem:
         self.store_roots: dict[str, Path | None] = {}  # a project store's project root
         self._escapes: dict[str, tuple[float, str | None]] = {}  # store -> (when checked, store_escape)
         self.projector = FileProjector(self.conn, self.lock, self)
-        self._readers: list[apsw.Connection] = []
+        self._reader: apsw.Connection | None = None
 
     # --- opening ------------------------------------------------------------------------
 
@@ -100,19 +100,21 @@ class Realmem:
         return app
 
     def close(self) -> None:
-        for reader in self._readers:
-            reader.close()
-        self._readers.clear()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         self.conn.close()
 
-    def readers(self, n: int) -> list[apsw.Connection]:
-        """``n`` more connections to the same database, for reads that run on other threads
+    def reader(self) -> apsw.Connection | None:
+        """Another connection to the same database, for a read that runs on another thread
         beside this one (SQLite serialises the statements of one connection).  Opened on first
-        use, kept until close.  They see what is committed, not this connection's open
-        transaction."""
-        while len(self._readers) < n:
-            self._readers.append(db.connect(self.db_path, migrate=False))
-        return self._readers[:n]
+        use, kept until close.  None while this connection has a transaction open: the other
+        sees only what is committed, not its writes."""
+        if self.conn.in_transaction:
+            return None
+        if self._reader is None:
+            self._reader = db.connect(self.db_path, migrate=False)
+        return self._reader
 
     def __enter__(self) -> "Realmem":
         return self

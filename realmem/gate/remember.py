@@ -498,9 +498,7 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace, shown: 
         emb.note = "no embedder configured: BM25 neighbours only"
     trace.embedding = emb
     text = f"{cand.caption}\n{cand.content}"
-    # Inside a transaction other connections would not see its writes: one thread then.
-    readers = None if app.conn.in_transaction else app.readers
-    bm, kn = search.neighbour_lists(app.conn, readers, text, vector, stores, limit, BM25_TERMS)
+    bm, kn = search.neighbour_lists(app.conn, app.reader, text, vector, stores, limit, BM25_TERMS)
     hits = search.fuse([bm], [kn] if kn else [], k=int(cfg["gate.rrfK"]), limit=limit)
     rows, kept = [], []
     # The trace lists every neighbour; only the judge's few are read whole.

@@ -158,8 +158,7 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
     if search.usable(vec):
         assert vec is not None
         # In a large space the KNN runs on another connection while the lexical search runs here.
-        readers = None if app.conn.in_transaction else app.readers
-        pending = search.knn_beside(app.conn, readers, vec, stores, NEIGHBOURS)
+        pending = search.knn_beside(app.conn, app.reader, vec, stores, NEIGHBOURS)
     lex = search.lexical(app.conn, query, stores, CANDIDATES, COVERAGE_MIN)
     best_cov = max((h.coverage for h in lex), default=0.0)
     lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]

@@ -112,28 +112,29 @@ def _common_terms(conn: apsw.Connection, picked: list[tuple[tuple[str, ...], flo
     return f"{both} AND ({scored})"
 
 
-def neighbour_lists(conn: apsw.Connection, readers: Callable[[int], list[apsw.Connection]] | None, text: str,
+def neighbour_lists(conn: apsw.Connection, reader: Callable[[], apsw.Connection | None] | None, text: str,
                     vector: list[float] | None, stores: Sequence[str], limit: int,
                     max_terms: int) -> tuple[list[tuple[Key, float]], list[tuple[Key, float]]]:
     """The gate's BM25 (rarest ``max_terms`` units) and KNN lists: the same lists ``bm25``
     and ``knn`` give.  In a space of ``PARALLEL_KNN`` vectors or more, the KNN runs on
     another connection while the BM25 ranks here (``knn_beside``); SQLite releases the GIL,
-    so each runs on its own core.  ``readers(n)`` opens that connection only when it is
-    wanted; without it (inside a transaction, whose writes other connections cannot see) both
-    run here."""
+    so each runs on its own core.  ``reader()`` opens that connection only when it is
+    wanted; without one (None, or None from it inside a transaction, whose writes other
+    connections cannot see) both run here."""
     match = _rarest(conn, text, limit, max_terms)
-    kn = knn_beside(conn, readers, vector, stores, limit) if vector else list
+    kn = knn_beside(conn, reader, vector, stores, limit) if vector else list
     bm = [] if match is None else [((s, i), score) for s, i, _, score in _top(conn, match, stores, limit)]
     return bm, kn()
 
 
-def knn_beside(conn: apsw.Connection, readers: Callable[[int], list[apsw.Connection]] | None,
+def knn_beside(conn: apsw.Connection, reader: Callable[[], apsw.Connection | None] | None,
                vector: list[float], stores: Sequence[str], limit: int) -> Callable[[], list[tuple[Key, float]]]:
-    """``knn``, already running on another connection when the space holds ``PARALLEL_KNN``
-    vectors or more (so the caller's own search runs meanwhile); call the result for the list.
-    Without ``readers`` (inside a transaction) it runs here, when called."""
-    if readers is not None and _vectors(conn) >= PARALLEL_KNN:
-        return _pool().submit(knn, readers(1)[0], vector, stores, limit).result
+    """``knn``, already running on the connection ``reader()`` gives when the space holds
+    ``PARALLEL_KNN`` vectors or more (so the caller's own search runs meanwhile); call the
+    result for the list.  Without that connection it runs on ``conn``, when called."""
+    other = reader() if reader is not None and _vectors(conn) >= PARALLEL_KNN else None
+    if other is not None:
+        return _pool().submit(knn, other, vector, stores, limit).result
     return lambda: knn(conn, vector, stores, limit)
 
 
@@ -146,7 +147,7 @@ def _vectors(conn: apsw.Connection) -> int:
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    from concurrent.futures import ThreadPoolExecutor  # only the gate at scale needs a thread (start-up)
+    from concurrent.futures import ThreadPoolExecutor  # only a search in a large space needs a thread (start-up)
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="realmem-knn")
 
 

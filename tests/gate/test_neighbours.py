@@ -203,11 +203,11 @@ def test_neighbour_lists_equal_bm25_and_knn_on_one_connection_or_two(home: Path,
         with open_attached(home, other, scan=False) as b:  # more of theirs after ours
             _fill(b, b.project.shared_store, [_common_text(rng, i) for i in range(600)], rng)
         visible = a.visible_stores()
-        opened: list[int] = []
+        asked: list[bool] = []
 
-        def readers(n: int) -> list:
-            opened.append(n)
-            return a.readers(n)
+        def reader() -> object:
+            asked.append(True)
+            return a.reader()
 
         for limit in (5, 60, 254):
             words = rng.sample(COMMON, 10)
@@ -217,17 +217,18 @@ def test_neighbour_lists_equal_bm25_and_knn_on_one_connection_or_two(home: Path,
                    search.knn(a.conn, vector, visible, limit))
             assert len(one[0]) == len(one[1]) == limit
             monkeypatch.setattr(search, "PARALLEL_KNN", 10**9)
-            before = len(opened)
-            assert search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS) == one
-            assert len(opened) == before  # a small space: no connection asked for
+            before = len(asked)
+            assert search.neighbour_lists(a.conn, reader, text, vector, visible, limit, remember.BM25_TERMS) == one
+            assert len(asked) == before  # a small space: no connection asked for
             monkeypatch.setattr(search, "PARALLEL_KNN", 0)
-            assert search.neighbour_lists(a.conn, readers, text, vector, visible, limit, remember.BM25_TERMS) == one
-            assert opened[-1] == 1
-            with db.transaction(a.conn):  # readers would not see this transaction's writes
-                assert search.neighbour_lists(a.conn, None, text, vector, visible, limit,
+            assert search.neighbour_lists(a.conn, reader, text, vector, visible, limit, remember.BM25_TERMS) == one
+            assert len(asked) == before + 1
+            with db.transaction(a.conn):  # a reader would not see this transaction's writes
+                assert a.reader() is None
+                assert search.neighbour_lists(a.conn, a.reader, text, vector, visible, limit,
                                               remember.BM25_TERMS) == one
-        assert len(a._readers) == 1
-    assert a._readers == []  # closed with the app
+        assert a._reader is not None
+    assert a._reader is None  # closed with the app
 
 
 def _matched(app: Realmem, match: str) -> set[int]:
