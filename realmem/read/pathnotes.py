@@ -101,7 +101,7 @@ class NoteIndex:
         resolved: dict[tuple[str, str], str | None] = {}  # a store registered anew may resolve differently
         home = memories.user_home()
         for store, mem_id, stored in queries.path_scoped_paths(app.conn, app.visible_stores()):
-            k = f"{store}\0{mem_id}"
+            k = index_key((store, mem_id))
             for p in json.loads(stored):
                 if p not in WHOLE and (a := freshness.resolve(app, store, p, home, resolved)) is not None:
                     index.add(k, a)
@@ -116,7 +116,7 @@ class NoteIndex:
         if unread:
             if len(self.entries) + len(unread) > ENTRIES_KEPT:
                 self.entries = {}
-            self.entries.update((f"{e.key[0]}\0{e.key[1]}", e) for e in self._read(app, unread))
+            self.entries.update((index_key(e.key), e) for e in self._read(app, unread))
         return [self.entries[k] for k in keys if k in self.entries]
 
     def _read(self, app: Realmem, keys: list[str]) -> list[Entry]:
@@ -151,8 +151,13 @@ class NoteIndex:
         return best
 
 
+def index_key(key: tuple[str, str]) -> str:
+    """A memory's key in the index: store NUL id."""
+    return f"{key[0]}\0{key[1]}"
+
+
 def key_of(k: str) -> Key:
-    """The memory of an index key (store NUL id)."""
+    """The memory of an index key (``index_key``)."""
     store, _, mem_id = k.rpartition("\0")
     return Key(store, mem_id)
 
