@@ -94,8 +94,13 @@ def _type_error(kind: str, value: Any) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
         return None if ok else "must be a whole number from 1"
     if kind == "strs":
-        ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(x, str) for x in value))
-        return None if ok else "must be a list of strings"
+        if isinstance(value, list):
+            try:  # a session's ``shown`` ids grow into the thousands: join checks them in C
+                "".join(value)
+                return None
+            except TypeError:
+                pass
+        return None if isinstance(value, str) else "must be a list of strings"
     if kind == "files":
         ok = isinstance(value, list) and all(
             isinstance(x, dict) and isinstance(x.get("path"), str) and isinstance(x.get("content", ""), str)
@@ -106,20 +111,27 @@ def _type_error(kind: str, value: Any) -> str | None:
 
 def _has_surrogate(value: Any) -> bool:
     """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back.
-    Walked with a stack, not recursion: params may nest as deep as the parser allowed."""
+    Walked with a stack, not recursion: params may nest as deep as the parser allowed.  A list
+    of strings is joined and encoded at once: a path note's params hold every id shown so far,
+    and one encode per id was a tenth of the hook."""
     stack = [value]
     while stack:
         v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+            continue
+        if isinstance(v, list):
+            try:
+                v = "".join(v)
+            except TypeError:  # not only strings
+                stack.extend(v)
+                continue
         if isinstance(v, str):
             try:
                 v.encode("utf-8")
             except UnicodeEncodeError:
                 return True
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
     return False
 
 

@@ -167,3 +167,23 @@ def test_a_bad_setting_in_config_json_is_a_clear_error(spawn: Any, repo: Path, h
     assert c.call("settings_set", {"key": "gate.coveredBy", "value": None})  # unset: fixed
     assert c.call("remember", {"cwd": str(repo), "caption": "Builds use make", "content": "run make all"})
     assert c.close() == 0
+
+
+def test_a_lone_surrogate_is_found_at_any_depth_and_in_keys() -> None:
+    """``validate`` encodes params in C and walks them itself only when they nest deeper than
+    the encoder goes: both find a lone surrogate, wherever it hides."""
+    from realmem.errors import ParamError
+    from realmem.interface.rpc import validate
+
+    def nest(value: Any, n: int) -> Any:
+        for _ in range(n):
+            value = [value]
+        return value
+
+    for depth in (0, 50, 5000):
+        for bad in ("\ud800", {"\udfff key": 1}):
+            with pytest.raises(ParamError, match="surrogate"):
+                validate("path_notes", {"input": nest(bad, depth)})
+        validate("path_notes", {"input": nest({"path": "src/\U0001f600.py"}, depth), "shown": ["a"] * 3000})
+    with pytest.raises(ParamError, match="list of strings"):
+        validate("path_notes", {"shown": ["a"] * 3000 + [1]})
