@@ -114,11 +114,9 @@ def urgency_tier(score: float | None, cfg: Config) -> str:
 def urgency_scores(app: Any, items: Iterable[tuple[Key, str]]) -> dict[Key, float | None]:
     """The urgency score of each (memory key, its current ``urgency_key``), or None when the
     memory was never judged or was judged on other content or paths."""
-    out: dict[Key, float | None] = {}
-    for key, current in items:
-        row = queries.urgency_score(app.conn, key)
-        out[key] = row[1] if row and row[0] == current else None
-    return out
+    items = list(items)
+    judged = queries.urgency_scores(app.conn, [key for key, _ in items])
+    return {key: row[1] if (row := judged.get(key)) and row[0] == current else None for key, current in items}
 
 
 TIER_SHOWN = {"high": "full content", "mid": "caption with id", "low": "only counted"}

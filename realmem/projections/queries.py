@@ -170,6 +170,12 @@ def urgency_score(conn: apsw.Connection, key: tuple[str, str]) -> tuple[str, flo
     return conn.execute("SELECT valid_for, score FROM urgency WHERE store=? AND id=?", tuple(key)).fetchone()
 
 
+def urgency_scores(conn: apsw.Connection, keys: Sequence[Key]) -> dict[Key, tuple[str, float]]:
+    """``urgency_score`` of each of ``keys`` judged so far, in one query per store."""
+    return {Key(store, mem_id): (valid_for, score)
+            for store, mem_id, valid_for, score in rows_by_key(conn, "valid_for, score", "urgency", keys)}
+
+
 def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
     """(memories, quarantined memories) in one store, as the projector keeps them counted."""
     row = conn.execute("SELECT memories, quarantined FROM store_sizes WHERE store=?", (store,)).fetchone()
