@@ -18,6 +18,7 @@ with the code it describes, so it does not make the fact stale.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import subprocess
 import threading
@@ -92,7 +93,8 @@ class Subject:
         home = home or memories.user_home()
         cache = {} if cache is None else cache
         pairs = tuple((p, a) for p in stored if p not in WHOLE and (a := resolve(app, key[0], p, home, cache)))
-        own = str(app.store_dir(key[0]) / file) if pairs and key[0] != GLOBAL and file else None
+        # A file is a plain name in its store's directory: joined as text, as git's paths are.
+        own = f"{app.store_dir(key[0])}/{file}" if pairs and key[0] != GLOBAL and file else None
         return cls(key, pairs, updated, own)
 
 
@@ -137,7 +139,7 @@ class History:
         self.files: dict[str, None] = {}
         self.capped = False
         self.results: dict[Subject, Stale | None] = {}
-        self.globs: dict[str, list[int]] = {}
+        self.by_pattern: dict[str, tuple[list[int], list[float]]] = {}  # see commits_for
 
     def covers(self, t: float) -> bool:
         return self.capped or self.since is None or t >= self.since
@@ -198,19 +200,24 @@ class History:
             return False
         self.head = new_head
         self.results.clear()
-        self.globs.clear()
+        self.by_pattern.clear()
         return True
 
-    def commits_for(self, pattern: str) -> list[int]:
-        if not paths.has_glob(pattern):
-            return self.touch.get(pattern, [])
-        hits = self.globs.get(pattern)
+    def commits_for(self, pattern: str) -> tuple[list[int], list[float]]:
+        """The commits that touched ``pattern``, newest first, with their times negated (for
+        ``bisect``), kept per pattern: ``stale`` runs for every note a tool call may show."""
+        hits = self.by_pattern.get(pattern)
         if hits is None:
-            found: dict[int, None] = {}
-            for f in self.files:
-                if paths.matches(pattern, f):
-                    found.update(dict.fromkeys(self.touch[f]))
-            hits = self.globs[pattern] = list(found)
+            if paths.has_glob(pattern):
+                found: dict[int, None] = {}
+                for f in self.files:
+                    if paths.matches(pattern, f):
+                        found.update(dict.fromkeys(self.touch[f]))
+                listed = list(found)
+            else:
+                listed = self.touch.get(pattern, [])
+            newest = sorted(listed, key=self.times.__getitem__, reverse=True)
+            hits = self.by_pattern[pattern] = (newest, [-self.times[c] for c in newest])
         return hits
 
     def stale(self, s: Subject) -> Stale | None:
@@ -223,7 +230,8 @@ class History:
             changed: list[str] = []
             commits: set[int] = set()
             for stored, pattern in s.patterns:
-                hits = {c for c in self.commits_for(pattern) if self.times[c] > updated and c not in own}
+                newest, negated = self.commits_for(pattern)
+                hits = set(newest[:bisect.bisect_left(negated, -updated)]).difference(own)
                 if hits:
                     changed.append(stored)
                     commits |= hits

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import threading
 import time
@@ -39,6 +40,7 @@ def new_id() -> str:
     return str(new_uuid7())
 
 
+@functools.lru_cache(maxsize=8192)  # a path note shortens every candidate's id to match the shown ones
 def short(canonical: str) -> str:
     """Canonical UUID -> 22-character base64url (no padding)."""
     # The hex digits straight to bytes: uuid.UUID's parsing was a third of the cost, and the

@@ -11,6 +11,8 @@ there, and appended with that version expected: two edits of different fields bo
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,12 @@ MAX_CONTENT = 8000
 
 
 def user_home() -> Path:
+    return _home(os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=4)
+def _home(_env_home: str | None) -> Path:
+    """``Path.home()`` once per value of HOME: a path note asked for it three times."""
     return Path.home()
 
 

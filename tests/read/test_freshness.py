@@ -164,6 +164,24 @@ def test_several_paths_name_only_the_changed_ones_and_count_each_commit_once(app
     assert found is not None and found.paths == ("src/db", "src/api") and found.commits == 2
 
 
+def test_commit_dates_out_of_log_order_are_each_counted_by_their_own_date(app: Realmem, repo: Path) -> None:
+    """Log order is not date order (a rebase, a skewed clock): a commit newer than the fact
+    listed after an older one still counts, an older one listed first does not, and a pattern
+    asked about again (the history keeps each pattern's commits by date) answers the same."""
+    fact_file(app, "db-pool.md", "Queries use the pool helper", "Use db.pool() for queries.", ["src/db"])
+    fact_file(app, "db-glob.md", "SQL files are formatted", "Run sqlfmt.", ["src/db/*.sql"])
+    # all within the day of slack git is asked for, so git lists each; b and d are older than the fact
+    for when, name in (("2026-10-03T10:00:00Z", "a.sql"), ("2026-09-27T06:00:00Z", "b.sql"),
+                       ("2026-10-01T10:00:00Z", "c.py"), ("2026-09-27T09:00:00Z", "d.sql"),
+                       ("2026-10-05T10:00:00Z", "e.sql")):
+        commit(repo, {f"src/db/{name}": name}, when)
+    for _ in range(2):
+        found = freshness.check(app, app.memories())
+        pool, glob = memory(app, "Queries use the pool helper"), memory(app, "SQL files are formatted")
+        assert found[(pool.store, pool.id)].commits == 3
+        assert found[(glob.store, glob.id)].commits == 2
+
+
 def test_project_wide_facts_are_never_flagged(app: Realmem, repo: Path) -> None:
     fact_file(app, "wide.md", "Use pnpm", "This project uses pnpm.", ["."])
     global_store = "global"
