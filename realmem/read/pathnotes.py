@@ -173,9 +173,10 @@ class Notes:
 
 
 def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_input: Any, shown: Iterable[str],
-               record: bool = True, later: Callable[[Callable[[], None]], None] | None = None) -> Notes:
-    """The notes for one tool call.  ``later``: when given, the counter event of the notes
-    shown is appended through it (the rpc child: after the answer is sent, as recall's hit)."""
+               record: bool = True, counter: Callable[[ev.PathNotesShown], None] | None = None) -> Notes:
+    """The notes for one tool call.  ``counter``: when given, the counter event of the notes
+    shown goes to it instead of being appended now (the rpc child appends them together once
+    it is idle: no answer waits for them)."""
     touched = touched_paths(tool_name, tool_input, cwd=app.cwd, home=memories.user_home())
     if not touched:
         return Notes(None, [], [])
@@ -239,10 +240,10 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     shown_now = [e for e, _ in (*full, *caps)]
     if record and shown_now:
         event = ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)
-        if later is None:
+        if counter is None:
             app.emit([event])
         else:
-            later(lambda: app.emit([event]))
+            counter(event)
     return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
 
 

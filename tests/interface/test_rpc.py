@@ -337,3 +337,39 @@ def test_a_request_waits_for_writes_deferred_past_an_earlier_reply(home: Path, r
     for apps in server.all_apps:
         for app in apps.values():
             app.close()
+
+
+# --- path notes' counters, appended together once the child is idle ------------------------------
+
+def test_path_note_counters_wait_for_idle_and_are_never_lost(spawn: Any, repo: Path, home: Path) -> None:
+    """A path note's answer goes out before its counter is written.  The counters are then
+    appended together: when the child is idle (another process sees them), before any other
+    request (a `show` sent at once counts them), and when stdin closes."""
+    import time
+    with open_attached(home, repo) as a:
+        ms = [memories.add(a, f"Note {i}", f"Fact {i} about module {i}.", store=a.project.shared_store,  # type: ignore[union-attr]
+                           stored_paths=[f"src/m{i}"], source="add") for i in range(3)]
+    c = spawn(REALMEM_WORKER_AUTOSTART="0")
+
+    def note(i: int) -> None:
+        out = c.call("path_notes", {"cwd": str(repo), "tool_name": "read", "input": {"path": f"src/m{i}/a.py"},
+                                    "shown": []})
+        assert out["shown"] == [ids.short(ms[i].id)]
+
+    def injected(i: int) -> int:
+        with open_attached(home, repo, scan=False) as a:
+            return a.counters((ms[i].store, ms[i].id))[1]
+
+    note(0)
+    deadline = time.monotonic() + WAIT  # a hang guard: the child appends it once idle
+    while injected(0) != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    note(1)
+    shown = c.call("show", {"cwd": str(repo), "id": ids.short(ms[1].id)})
+    assert shown["details"]["path_inject_count"] == 1
+    note(2)
+    assert c.close() == 0
+    assert [injected(i) for i in range(3)] == [1, 1, 1]
+    with open_attached(home, repo, scan=False) as a:
+        assert len([e for e in evlog.read(a.conn, 0) if isinstance(e.event, ev.PathNotesShown)]) == 3

@@ -393,6 +393,8 @@ def test_rpc_path_notes_and_no_notes_for_realmems_own_tools(home: Path, app: Rea
         res = rpc(server, "path_notes", {**params, "tool_name": "read"}, out, 3)["result"]
         assert res["shown"] == [sid(m)] and m.content in res["text"]
         assert res["touched"] == [str(app.cwd / "src/db")]
+        assert app.counters((m.store, m.id)) == (0, 0)  # kept until the serving loop is idle
+        server.append_counted()
         assert app.counters((m.store, m.id)) == (0, 1)
         again = rpc(server, "path_notes", {**params, "tool_name": "read", "shown": res["shown"]}, out, 4)["result"]
         assert again["text"] is None and again["shown"] == []
