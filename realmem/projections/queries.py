@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import apsw
 
-from realmem.events.types import Key
+from realmem.events.types import Key, PathsChecked
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, STORE_WIDE_PATHS, memory_from_row, rows_by_key
 
@@ -112,10 +112,11 @@ def missing_paths(conn: apsw.Connection, key: tuple[str, str]) -> dict[str, str 
                                           tuple(key))}
 
 
-def path_scoped_values(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, int]]:
-    """(store, paths JSON, how many memories have it) of the memories in ``stores``, quarantined
-    ones too, with a path other than the store root: one row per distinct value."""
-    return conn.execute(f"SELECT store, paths, count(*) FROM memories WHERE store IN ({_marks(stores)}) "
+def path_scoped_values(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str, int, int]]:
+    """(store, paths JSON, how many memories have it, the newest ``last_seq`` among them) of the
+    memories in ``stores``, quarantined ones too, with a path other than the store root: one
+    row per distinct value."""
+    return conn.execute(f"SELECT store, paths, count(*), max(last_seq) FROM memories WHERE store IN ({_marks(stores)}) "
                         f"AND paths NOT IN ({_marks(STORE_WIDE_PATHS)}) GROUP BY store, paths",
                         (*stores, *STORE_WIDE_PATHS)).fetchall()
 
@@ -143,6 +144,11 @@ def flags_differ(conn: apsw.Connection, expected: Mapping[tuple[str, str], Mappi
         "WHERE e.flags != coalesce((SELECT group_concat(p.path || ? || coalesce(p.suggested, ?), ? ORDER BY p.path) "
         "FROM missing_paths p WHERE p.store = m.store AND p.id = m.id), '')",
         (values, _SUGGESTED, _NONE, _PATH)).fetchall()
+
+
+def last_paths_check(conn: apsw.Connection) -> int:
+    """The seq of the newest PathsChecked event (through the events' type index), 0 if none."""
+    return conn.execute("SELECT max(seq) FROM events WHERE type=?", (PathsChecked.TYPE,)).fetchone()[0] or 0
 
 
 def suggested_path(conn: apsw.Connection, key: tuple[str, str], path: str) -> tuple[str | None] | None:

@@ -273,4 +273,5 @@ def clear(conn: apsw.Connection) -> None:
     for table in ("memories", "counters", "urgency", "missing_paths", "store_sizes", "stores", "pending",
                   "imported_files", "problems"):
         conn.execute(f"DELETE FROM {table}")
+    conn.execute("DELETE FROM meta WHERE key LIKE 'missing.checked:%'")  # what missing.check last read
     index.clear(conn)

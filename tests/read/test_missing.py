@@ -132,6 +132,50 @@ def test_memories_sharing_paths_are_each_flagged_and_each_change_is_told_once(ap
     assert all(flags(app, m) == {} for m in same)
 
 
+def test_a_check_compares_the_flags_again_only_when_something_they_depend_on_moved(app: Realmem, tree: Path,
+                                                                                   git: Any) -> None:
+    """After a clean check the next one skips comparing every memory's flags, and compares them
+    again after each thing that could make one differ: a path gone on disk, a memory added or
+    edited, flags rewritten by another process, the projections rebuilt."""
+    from realmem.projections import replay
+
+    compared: list[str] = []
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        if "json_each" in sql and "missing_paths p" in sql:
+            compared.append(sql)
+        return True
+
+    def check() -> tuple[int, bool]:
+        compared.clear()
+        app.conn.exec_trace = trace
+        try:
+            return missing.check(app), bool(compared)
+        finally:
+            app.conn.exec_trace = None
+
+    m = add(app, "Old module", ["src/old", "src/keep"])
+    assert check() == (0, True)
+    assert check() == (0, False)  # nothing moved: the flags are as the last check left them
+    git(tree, "rm", "-q", "-r", "src/keep")
+    assert check() == (1, True) and flags(app, m) == {"src/keep": None}
+    assert check() == (1, True)  # the check before wrote flags: compared once more, then settled
+    assert check() == (1, False)
+    app.emit([ev.PathsChecked(m.store, m.id, {})])  # another process (or a hand) drops the flag
+    assert check() == (1, True) and flags(app, m) == {"src/keep": None}
+    check()
+    other = add(app, "Same paths", ["src/old", "src/keep"])
+    assert check() == (2, True) and flags(app, other) == {"src/keep": None}
+    check()
+    assert check() == (2, False)
+    memories.edit(app, (other.store, other.id), content="Edited elsewhere.")
+    assert check()[1] is True
+    assert check() == (2, False)
+    replay.replay(app)
+    assert check() == (2, True)
+    assert check() == (2, False)
+
+
 def test_globs_and_personal_memories_are_checked(app: Realmem) -> None:
     glob_ok = add(app, "Python files", ["src/**/*.py"])
     glob_gone = add(app, "Protobufs", ["proto/*.proto"], scope="personal")
