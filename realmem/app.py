@@ -249,7 +249,7 @@ class Realmem:
             faults.point("after-commit")
             if self.projector.apply(before, after, keys.difference(on_disk)):
                 faults.point("before-position")
-                advance(self.conn, FILES, envs[-1].seq)
+                self.projector.written_through(envs[-1].seq)
         return envs
 
     def _refuse_escaped(self, events: list[ev.Event]) -> None:

@@ -13,8 +13,9 @@ name survives), and the ``files`` position is recorded only once every file is w
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -80,12 +81,15 @@ class FileProjector:
         self.conn = conn
         self.lock = lock
         self.stores = stores
+        self.flush_upto: int | None = None  # inside ``one_flush``: the seq its flush will record
+        self.unflushed = False  # inside ``one_flush``: files were written that its flush must flush
 
     # --- live writes -----------------------------------------------------------------------
 
     def apply(self, before: State, after: State, keys: Iterable[Key]) -> bool:
         """Write the files of a committed change; False if the lease was lost on the way (the
-        rest is left to the next writer's catch-up, and the position stays behind)."""
+        rest is left to the next writer's catch-up, and the position stays behind).  The
+        caller then records the position with ``written_through``."""
         # Only memories whose file or text changed are written: a scan's batch of files already
         # on disk writes none, and then flushes nothing either.
         keys = [k for k in keys if _file_changes(before.memories.get(k), after.memories.get(k))]
@@ -93,13 +97,53 @@ class FileProjector:
             return True
         # A large batch (a pull's hand-written facts getting their ids) is flushed once at the
         # end, as replay does, instead of an fsync per file; the files' position is recorded
-        # only after this returns, so a crash before the flush is healed by catch-up.
+        # only after this returns, so a crash before the flush is healed by catch-up.  Inside
+        # ``one_flush`` such a batch waits for its single flush.
+        deferred = self.flush_upto is not None
         durable = len(keys) <= BATCH_FSYNC
+        ok = False
         try:
-            return self._write(before, after, keys, durable)
+            ok = self._write(before, after, keys, durable)
+            return ok
         finally:
             if not durable:
+                if deferred:
+                    self.unflushed = True
+                else:
+                    os.sync()
+            if deferred and not ok:
+                self.flush_upto = -1  # a batch left files unwritten: no position at the end
+
+    def written_through(self, seq: int) -> None:
+        """Every change's files up to ``seq`` are written: record the position now, or inside
+        ``one_flush`` once they are flushed at its end."""
+        if self.flush_upto is None:
+            advance(self.conn, FILES, seq)
+        elif self.flush_upto >= 0:
+            self.flush_upto = seq
+
+    @contextlib.contextmanager
+    def one_flush(self) -> Iterator[None]:
+        """Changes made inside (a scan's batches, under one lease) write their files without a
+        flush each and leave the position alone; at the end one flush, then the position of
+        the last change whose files were all written (an os.sync per batch was a tenth of
+        observing a pull).  Until then this process's catch-up counts those files as written;
+        a crash before the end leaves the position behind, and the next writer writes them
+        again."""
+        if self.flush_upto is not None:  # nested: the outer one flushes
+            yield
+            return
+        self.flush_upto, self.unflushed = 0, False
+        try:
+            yield
+            upto = self.flush_upto
+        finally:
+            self.flush_upto = None
+        if upto > 0:
+            if self.unflushed:  # batches of files already on disk wrote none: nothing to flush
                 os.sync()
+                faults.point("scan-flushed")
+            advance(self.conn, FILES, upto)
 
     def _write(self, before: State, after: State, keys: list[Key], durable: bool) -> bool:
         # The stats of the files written, recorded together at the end (one statement, not a
@@ -143,7 +187,7 @@ class FileProjector:
         fenced after its commit); the tables must be caught up already.  Needs the write lease;
         writes each memory's current text, never an older one, and records the position only
         once every file is written."""
-        done, upto = position(self.conn, FILES), position(self.conn, "tables")
+        done, upto = max(position(self.conn, FILES), self.flush_upto or 0), position(self.conn, "tables")
         if done >= upto:
             return
         keys: set[Key] = set()
@@ -174,7 +218,7 @@ class FileProjector:
         finally:
             if not durable:
                 os.sync()
-        advance(self.conn, FILES, upto)
+        self.written_through(upto)
 
     # --- replay ----------------------------------------------------------------------------
 

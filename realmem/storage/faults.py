@@ -10,6 +10,11 @@ in order (``Realmem.emit``):
 - ``after-commit``: the transaction committed; no fact file is written yet;
 - ``after-file``: the first fact file was written or removed;
 - ``before-position``: every file is written; the file projection's position is not.
+
+A scan's batches (``FileProjector.one_flush``) add one more, after the last batch:
+
+- ``scan-flushed``: every batch committed and its files written and flushed; the position of
+  none of them is recorded.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
         events, seen, on_disk = _scan_store(app, store, reads)
         if events:
             try:
-                with app.write_lease(wait):
+                with app.write_lease(wait), app.projector.one_flush():
                     if _positions(app) != positions or len(set(positions)) != 1:
                         # Again under the lease: the tables moved, or a killed writer's files were
                         # caught up (the first pass may have taken a file it never wrote for a

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apsw
 import pytest
 
 from conftest import fake_secret
@@ -181,11 +182,31 @@ def test_a_scan_killed_in_its_first_batch_is_healed_by_the_next(home: Path, repo
     assert_projected(home, repo, "pulled", count)
 
 
+def test_a_scan_killed_before_its_one_flush_is_recorded_is_healed_by_the_next(home: Path, repo: Path) -> None:
+    """Killed after its last batch, its files written and flushed but the files' position never
+    recorded: every batch is kept, and the next scan (its catch-up writes those files again)
+    leaves every fact projected once."""
+    d = shared_dir(home, repo)
+    count = observe.EMIT_BATCH * 2 + 10
+    pull(d, count)
+    assert scan_cli(home, repo, REALMEM_TEST_FAULT="scan-flushed") == -signal.SIGKILL
+    conn = apsw.Connection(str(home / "realmem.sqlite"))  # as the kill left it: opening a store heals it
+    try:
+        committed = conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'pulled fact %'").fetchone()[0]
+        at = dict(conn.execute("SELECT name, seq FROM projection_state WHERE name IN ('files', 'tables')"))
+    finally:
+        conn.close()
+    assert committed == count and at.get("files", 0) < at["tables"]
+    assert scan_cli(home, repo) == 0
+    assert_projected(home, repo, "pulled", count)
+
+
 def test_a_pull_of_facts_with_ids_flushes_nothing_and_hand_written_ones_are_flushed(
         home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch observing files already on disk writes none, so it does not flush the whole
     machine's dirty pages (os.sync, 15-40 ms a batch here); hand-written facts getting their
-    ids are written and flushed once per batch."""
+    ids are written and flushed once per scan, however many batches it takes, and only then
+    is the files' position recorded."""
     from realmem.projections import projector
 
     flushes: list[int] = []
@@ -200,3 +221,13 @@ def test_a_pull_of_facts_with_ids_flushes_nothing_and_hand_written_ones_are_flus
         assert len(observe.scan_stores(app)) == 40
     assert len(flushes) == 1
     assert all(files.parse((d / f"bare-{i}.md").read_text(encoding="utf-8")).id for i in range(40))
+    count = observe.EMIT_BATCH * 2 + 10  # three batches
+    pull(d, count, tag="many", every_bare=1)
+    with observe.open_attached(home, repo, scan=False) as app:
+        positions: list[tuple[int, int]] = []
+        monkeypatch.setattr(projector.os, "sync", lambda: (flushes.append(1), positions.append(
+            (projector.position(app.conn, projector.FILES), projector.position(app.conn, "tables")))))
+        assert len(observe.scan_stores(app)) == count
+        assert len(flushes) == 2 and positions[0][0] < positions[0][1]  # flushed before the position moved
+        assert projector.position(app.conn, projector.FILES) == projector.position(app.conn, "tables")
+    assert_projected(home, repo, "many", count)
