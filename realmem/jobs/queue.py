@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,13 @@ WORKER_LOCK = "worker"
 QUEUE_NAME = "realmem"  # Huey's queue name: the rows of its task table that are ours
 SPAWN_GUARD_SECONDS = 5.0
 _HUEYS: dict[str, tuple["SqliteHuey", dict[str, Any]]] = {}
+# Huey reads queue.sqlite through the stdlib's SQLite, realmem through apsw's own copy.  Two
+# copies of SQLite in one process must never have the same file open at once: closing one
+# drops the POSIX locks the other holds, and another process may then reset the -shm file
+# under its map (SIGBUS; sqlite.org/howtocorrupt.html, 2.2.1).  So once this process has a
+# Huey for a home it counts through it; before that, apsw opens the file only under this
+# lock, which creating a Huey also takes.
+_QUEUE_LOCK = threading.Lock()
 
 
 def queue_path(home: Path) -> Path:
@@ -45,29 +53,34 @@ def queue_path(home: Path) -> Path:
 def huey_for(home: Path) -> tuple["SqliteHuey", dict[str, Any]]:
     """The home's Huey instance and its three tasks (same names in every process)."""
     key = str(Path(home).resolve())
-    if key not in _HUEYS:
-        from huey import SqliteHuey
-        fsutil.private_file(queue_path(Path(key)))  # before SQLite creates it with the umask's mode
-        h = SqliteHuey(name=QUEUE_NAME, filename=str(queue_path(Path(key))), results=False,
-                       store_none=False, utc=True)
+    with _QUEUE_LOCK:
+        return _HUEYS[key] if key in _HUEYS else _new_huey(key)
 
-        # The tasks' modules load the endpoint clients (httpx) and the gate: imported when a
-        # task runs, so a front end that only sends wake-ups (`realmem status`) starts fast.
-        def embed(home: str) -> None:
-            from realmem.jobs.embed import run_embed  # lazy: see above
-            run_embed(Path(home))
 
-        def urgency(home: str) -> None:
-            from realmem.jobs.urgency import run_urgency  # lazy: see above
-            run_urgency(Path(home))
+def _new_huey(key: str) -> tuple["SqliteHuey", dict[str, Any]]:
+    """Under _QUEUE_LOCK."""
+    from huey import SqliteHuey
+    fsutil.private_file(queue_path(Path(key)))  # before SQLite creates it with the umask's mode
+    h = SqliteHuey(name=QUEUE_NAME, filename=str(queue_path(Path(key))), results=False,
+                   store_none=False, utc=True)
 
-        def retry(home: str) -> None:
-            from realmem.jobs.retry import retry_due  # lazy: see above
-            retry_due(Path(home))
+    # The tasks' modules load the endpoint clients (httpx) and the gate: imported when a
+    # task runs, so a front end that only sends wake-ups (`realmem status`) starts fast.
+    def embed(home: str) -> None:
+        from realmem.jobs.embed import run_embed  # lazy: see above
+        run_embed(Path(home))
 
-        tasks = {name: h.task(name=name)(fn) for name, fn in
-                 (("embed", embed), ("urgency", urgency), ("retry", retry))}
-        _HUEYS[key] = (h, tasks)
+    def urgency(home: str) -> None:
+        from realmem.jobs.urgency import run_urgency  # lazy: see above
+        run_urgency(Path(home))
+
+    def retry(home: str) -> None:
+        from realmem.jobs.retry import retry_due  # lazy: see above
+        retry_due(Path(home))
+
+    tasks = {name: h.task(name=name)(fn) for name, fn in
+             (("embed", embed), ("urgency", urgency), ("retry", retry))}
+    _HUEYS[key] = (h, tasks)
     return _HUEYS[key]
 
 
@@ -101,7 +114,18 @@ def enqueue_retry(app: "Realmem") -> bool:
 def pending_tasks(home: Path) -> int:
     """Wake-ups waiting in the queue.  Counted straight from Huey's SQLite table (what its
     ``pending_count`` runs), read-only: importing Huey was a sixth of `realmem status`."""
-    path = queue_path(home)
+    key = str(Path(home).resolve())
+    with _QUEUE_LOCK:  # see _QUEUE_LOCK: never beside a Huey of this process on the same file
+        huey = _HUEYS.get(key)
+        if huey is None:
+            return _count_readonly(queue_path(Path(key)))
+    try:
+        return int(huey[0].pending_count())
+    except Exception:  # a count for status: never fail it
+        return 0
+
+
+def _count_readonly(path: Path) -> int:
     if not path.exists():
         return 0
     try:

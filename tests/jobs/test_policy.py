@@ -113,3 +113,26 @@ def test_a_deleted_memory_calls_for_nothing(app: Realmem) -> None:
     m = add(app, "Migrations live in db/", ["db"])
     memories.forget(app, [(m.store, m.id)])
     assert follow(app) == set()
+
+
+def test_a_process_with_a_huey_counts_through_it_never_through_a_second_sqlite(app: Realmem,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """queue.sqlite is Huey's, read through the stdlib's SQLite; apsw bundles another copy.  Two
+    copies with the file open in one process break SQLite's POSIX locks (a reset -shm, SIGBUS in
+    the eight-process test), so apsw counts only in a process that has no Huey for the home."""
+    import apsw
+
+    opened: list[str] = []
+    real = apsw.Connection
+
+    def spy(path: str, *args: object, **kwargs: object) -> apsw.Connection:
+        opened.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(queue.apsw, "Connection", spy)
+    assert tasks(app) == 0  # no queue yet: nothing opened
+    add(app, "Migrations live in db/", ["db"])
+    assert follow(app) == {"embed", "urgency"}  # this process now has Huey's connection
+    assert tasks(app) == 2 and "queue.sqlite" not in opened
+    queue._HUEYS.clear()  # a process that never sent a wake-up (`realmem status`)
+    assert tasks(app) == 2 and opened.count("queue.sqlite") == 1
