@@ -197,8 +197,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     max_full, max_caps, budget = int(cfg["pathNotes.maxFull"]), int(cfg["pathNotes.maxCaptions"]), int(cfg["pathNotes.charBudget"])
     high, mid = float(cfg["pathNotes.high"]), float(cfg["pathNotes.mid"])
     tiers = {e.key: tier(scores[e.key], high, mid) for e in entries}
-    # Never waits for git: a history not read yet is read in the background (no flags meanwhile).
-    stale = freshness.flags_text(app, [e.fresh for e in entries if tiers[e.key] != "count"], wait=False)
+    flags = _Flags(app, [e for e in entries if tiers[e.key] != "count"])
     full: list[tuple[Entry, str]] = []  # with the block shown
     caps: list[tuple[Entry, str]] = []
     counted: list[Entry] = []
@@ -210,7 +209,15 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
             counted.append(e)
             settled.append(e)
             continue
-        block_cap = _caption(e, stale.get(e.key))
+        slots = max(0, max_full - len(full)) * (t == "full") + max(0, max_caps - len(caps))
+        if not slots:  # only counted now: its flag matters only if it alone might not fit the budget
+            room = len(_caption(e)) + _FLAG_ROOM + len(", ".join(e.store_paths))
+            if (t == "full" and max_full > 0 and room + len(e.content) + 2 <= budget) or \
+                    (max_caps > 0 and room <= budget):
+                counted.append(e)  # fits a limit whatever its flag says: it comes back
+                flags.skip(e)
+                continue
+        block_cap = _caption(e, flags.of(e, max(0, max_full - len(full)) + max(0, max_caps - len(caps))))
         block_full = _full(e, block_cap)
         if t == "full" and len(full) < max_full and spent + len(block_full) <= budget:
             full.append((e, block_full))
@@ -245,6 +252,31 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         else:
             counter(event)
     return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
+
+
+_FLAG_ROOM = len("\n⚠  changed in 1234567+ commits since 2026-01-01; verify before relying on it")
+
+
+class _Flags:
+    """The freshness flags of a call's notes in their order, read for as many notes at a time
+    as could still be shown: a note past every limit is only counted, and its flag is read
+    only when the flag alone might make it too big for the budget.  Never waits for git: a
+    history not read yet is read in the background (no flags meanwhile)."""
+
+    def __init__(self, app: Realmem, notes: list[Entry]) -> None:
+        self.app, self.notes, self.flags, self.next = app, notes, {}, 0
+        self.pos = {e.key: i for i, e in enumerate(notes)}
+
+    def of(self, e: Entry, ahead: int) -> str | None:
+        i = self.pos[e.key]
+        if i >= self.next:
+            batch = self.notes[i:i + max(1, ahead)]
+            self.flags.update(freshness.flags_text(self.app, [n.fresh for n in batch], wait=False))
+            self.next = i + len(batch)
+        return self.flags.get(e.key)
+
+    def skip(self, e: Entry) -> None:
+        self.next = max(self.next, self.pos[e.key] + 1)
 
 
 def _full(e: Entry, caption: str) -> str:

@@ -289,6 +289,28 @@ def test_the_path_note_hook_never_waits_for_git(app: Realmem, repo: Path) -> Non
     assert "src/db changed in 8 commits since 2026-09-27" in (later.text or "")
 
 
+def test_a_counted_note_is_done_with_only_if_its_flag_makes_it_too_big(app: Realmem, repo: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past every limit a note is only counted, and its flag is read only when the flag alone
+    might make it too big for the budget; that flag still decides whether the note is done
+    with (too big for any limit) or comes back at the next touch."""
+    fact_file(app, "a.md", "A", "Short.", ["src/db"])
+    fact_file(app, "b.md", "B" * 120, "Long caption.", ["src/db"])
+    seven_db_commits(repo)
+    freshness.warm(app)
+    a, b = memory(app, "A"), memory(app, "B" * 120)
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXFULL", "0")
+    monkeypatch.setenv("REALMEM_PATHNOTES_MAXCAPTIONS", "1")
+    caption_b = f"[{ids.short(b.id)}] {b.caption} (src/db)"
+    for budget, done_with_b in ((len(caption_b) + 10, True), (len(caption_b) + len(FLAG7) + 3, False)):
+        monkeypatch.setenv("REALMEM_PATHNOTES_CHARBUDGET", str(budget))
+        got = path_notes(app, NoteIndex(), tool_name="read", tool_input={"path": "src/db/q1.py"}, shown=[],
+                         record=False)
+        assert f"[{ids.short(a.id)}] A (src/db)\n⚠ {FLAG7}" in (got.text or "")
+        assert "1 more memory is attached" in (got.text or "")
+        assert (ids.short(b.id) in got.shown) is done_with_b, budget
+
+
 def test_a_history_longer_than_the_scan_limit_says_at_least(app: Realmem, repo: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     fact_file(app, "db-pool.md", "Queries use the pool helper", "Use db.pool() for queries.", ["src/db"])
