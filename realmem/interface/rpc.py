@@ -158,6 +158,7 @@ class Server:
         self.write_lock = threading.Lock()
         self.local = threading.local()  # per-thread apps: an apsw connection per thread
         self.note_indexes: dict[str, Any] = {}
+        self.resolved: dict[str, str] = {}  # cwd as a request spells it -> resolved (see ``app``)
         self.all_apps: list[dict[str, Realmem]] = []
         self.active: set[str] = set()
         self.cancelled: set[str] = set()
@@ -199,7 +200,12 @@ class Server:
         return self.local.apps
 
     def app(self, params: dict[str, Any]) -> Realmem:
-        cwd = str(Path(params.get("cwd") or os.getcwd()).resolve())
+        raw = params.get("cwd") or os.getcwd()
+        cwd = self.resolved.get(raw)
+        if cwd is None:  # resolved once per spelling: a path note's request names the same cwd each time
+            if len(self.resolved) >= 64:
+                self.resolved.clear()
+            cwd = self.resolved[raw] = str(Path(raw).resolve())
         app = self.apps.get(cwd)
         if app is None:
             if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
