@@ -209,15 +209,16 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
             counted.append(e)
             settled.append(e)
             continue
-        slots = max(0, max_full - len(full)) * (t == "full") + max(0, max_caps - len(caps))
-        if not slots:  # only counted now: its flag matters only if it alone might not fit the budget
+        free_full, free_caps = max(0, max_full - len(full)), max(0, max_caps - len(caps))
+        if not (free_full * (t == "full") + free_caps):
+            # Only counted now: its flag matters only if it alone might not fit the budget.
             room = len(_caption(e)) + _FLAG_ROOM + len(", ".join(e.store_paths))
             if (t == "full" and max_full > 0 and room + len(e.content) + 2 <= budget) or \
                     (max_caps > 0 and room <= budget):
                 counted.append(e)  # fits a limit whatever its flag says: it comes back
                 flags.skip(e)
                 continue
-        block_cap = _caption(e, flags.of(e, max(0, max_full - len(full)) + max(0, max_caps - len(caps))))
+        block_cap = _caption(e, flags.of(e, free_full + free_caps))
         block_full = _full(e, block_cap)
         if t == "full" and len(full) < max_full and spent + len(block_full) <= budget:
             full.append((e, block_full))
@@ -264,7 +265,8 @@ class _Flags:
     history not read yet is read in the background (no flags meanwhile)."""
 
     def __init__(self, app: Realmem, notes: list[Entry]) -> None:
-        self.app, self.notes, self.flags, self.next = app, notes, {}, 0
+        self.app, self.notes, self.next = app, notes, 0  # notes before ``next`` are read or skipped
+        self.flags: dict[Key, str] = {}
         self.pos = {e.key: i for i, e in enumerate(notes)}
 
     def of(self, e: Entry, ahead: int) -> str | None:
