@@ -50,6 +50,7 @@ from realmem.clients import (
 )
 from realmem.events import types as ev
 from realmem.events.types import Key
+from realmem.projections import queries
 from realmem.frontend import settings_hint
 from realmem.jobs import tree as treemod
 from realmem.jobs import rewrite as rw
@@ -574,7 +575,8 @@ def consolidate(app: Realmem, *, stores: list[str] | None = None, revise_paths: 
     (a cancel) propagates before anything is written."""
     store_ids = resolve_stores(app, stores)
     snapshot = {(m.store, m.id): m for m in app.memories(store_ids)}
-    used = {k: app.counters(k)[0] for k in snapshot}
+    counted = queries.used_counts(app.conn, list(snapshot))  # one query per store, not one per memory
+    used = {k: counted.get(k, 0) for k in snapshot}
     plan = _Plan(app, snapshot, used)
     order = sorted(snapshot, key=lambda k: (used[k], snapshot[k].created, k[1]))
     do_paths = bool(revise_paths) and bool(app.config["consolidate.paths"])
