@@ -28,7 +28,7 @@ from realmem.events import log
 from realmem.events.log import now_iso
 from realmem.projections import files
 from realmem.projections.projector import FILES
-from realmem.storage import fsutil
+from realmem.storage import db, fsutil
 from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.storage.lock import LockTimeout
 from realmem.logs import get_logger
@@ -94,7 +94,7 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
         events, seen, on_disk = _scan_store(app, store, reads)
         if events:
             try:
-                with app.write_lease(wait), app.projector.one_flush():
+                with app.write_lease(wait), db.one_checkpoint(app.conn), app.projector.one_flush():
                     if _positions(app) != positions or len(set(positions)) != 1:
                         # Again under the lease: the tables moved, or a killed writer's files were
                         # caught up (the first pass may have taken a file it never wrote for a
@@ -372,6 +372,14 @@ def _scan_store(app: Realmem, store: str,
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
 
     for entry in entries:
+        mem_id = by_file.get(entry.name)
+        if mem_id is not None and _same_stamp(entry.path, stats.get(entry.name)):
+            # Most of a full scan: a file realmem wrote or read, untouched since.  ``one`` finds
+            # the same with more steps (13 µs a file, a second for a 100k store's files).
+            seen_ids[mem_id] = entry.name
+            fine.add(entry.name)
+            unchanged.add(entry.name)
+            continue
         try:
             one(entry)
         except Exception as exc:  # one file must never stop the others or the command
@@ -395,6 +403,17 @@ def _scan_store(app: Realmem, store: str,
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     events.extend(notices)
     return events, new_stats, on_disk
+
+
+def _same_stamp(path: str, seen: tuple[int, int] | None) -> bool:
+    """A regular file, not a symlink, whose (mtime_ns, size) is ``seen``."""
+    if seen is None:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (st.st_mtime_ns, st.st_size) == seen
 
 
 class _BadFile(Exception):

@@ -263,3 +263,27 @@ def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_tab
     for sql, args in statements:
         plan = " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args))
         assert "COVERING INDEX memories_scope" in plan and "SCAN m" not in plan, (sql, plan)
+
+
+def test_a_full_scans_reads_of_names_and_stamps_walk_one_btree_each(app: Realmem) -> None:
+    """A full scan reads every memory's file name and every file's stamp in its store: each
+    is one walk of one b-tree (an index holding the names, file_stats in key order), not a
+    table row looked up per memory (migration 019)."""
+    store = app.store_for_scope("shared")
+    memories.add(app, "Build notes", "About src/a.py.", store=store, stored_paths=["src/a.py"], source="add")
+    statements: list[tuple[str, tuple]] = []
+
+    def trace(cursor: object, sql: str, bindings: object) -> bool:
+        statements.append((sql, tuple(bindings or ())))  # type: ignore[arg-type]
+        return True
+
+    app.conn.exec_trace = trace
+    try:
+        names = queries.memory_files(app.conn, store)
+        stamps = queries.file_stats(app.conn, store)
+    finally:
+        app.conn.exec_trace = None
+    assert list(names.values()) == list(stamps) and len(statements) == 2
+    plans = [" ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args)) for sql, args in statements]
+    assert "COVERING INDEX memories_scope" in plans[0], plans
+    assert "USING PRIMARY KEY" in plans[1], plans

@@ -6,6 +6,7 @@ scan` process; nothing is timed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -92,6 +93,36 @@ def test_each_batch_records_the_stats_of_its_files_with_its_events(home: Path, r
         monkeypatch.setattr(app, "emit", emit)
         observe.scan_stores(app)
     assert left == [30, 0]
+
+
+def test_a_scans_batches_are_checkpointed_into_the_database_once_at_the_end(
+        home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between a scan's batches the database file is left alone (in WAL mode only a
+    checkpoint writes it), even with every commit past the autocheckpoint threshold; at the end
+    the whole log is checkpointed and the threshold is what it was."""
+    d = shared_dir(home, repo)
+    monkeypatch.setattr(observe, "EMIT_BATCH", 10)
+    pull(d, 35)
+    digests: list[str] = []
+    with observe.open_attached(home, repo, scan=False) as app:
+        db_file = Path(app.conn.filename)
+        app.conn.execute("PRAGMA wal_autocheckpoint=1")  # every commit would checkpoint
+        real = app.emit
+
+        def emit(events: list, **kw: object) -> list:
+            out = real(events, **kw)  # type: ignore[arg-type]
+            digests.append(hashlib.sha256(db_file.read_bytes()).hexdigest())
+            return out
+
+        monkeypatch.setattr(app, "emit", emit)
+        before = hashlib.sha256(db_file.read_bytes()).hexdigest()
+        assert len(observe.scan_stores(app)) == 35
+        assert digests == [before] * 4
+        assert app.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1
+        busy, frames, done = app.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and frames == done
+        assert hashlib.sha256(db_file.read_bytes()).hexdigest() != before
+    assert_projected(home, repo, "pulled", 35)
 
 
 def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
