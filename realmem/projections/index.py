@@ -21,6 +21,7 @@ from realmem.projections.tokenize import index_text
 VEC_TABLE = "memories_vec"
 BIN_TABLE = "memories_bin"  # sign-quantized copy: a fast hamming prefilter for large spaces
 CHUNK = 4096  # vec0 rows per chunk; larger chunks scan faster
+FTS_AUTOMERGE = 4  # FTS5's default
 
 
 def _token_key(caption: str, body: str) -> str:
@@ -200,8 +201,12 @@ def index_all(conn: apsw.Connection) -> int:
             fresh.append((key, *toks))
         out.append((rowid, *toks))
     conn.executemany("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", fresh)
+    # No merging while loading: the optimize below merges every segment into one anyway
+    # (100k memories: 1.3 -> 1.05 s); then FTS5's default, as live writes expect.
+    conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('automerge', 0)")
     conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)", out)
     optimize_fts(conn)
+    conn.execute(f"INSERT INTO memories_fts(memories_fts, rank) VALUES ('automerge', {FTS_AUTOMERGE})")
     return len(out)
 
 

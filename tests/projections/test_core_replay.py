@@ -347,3 +347,37 @@ def test_replay_rewrites_a_file_whose_step_a_killed_writer_never_ran(home: Path,
         assert replay.check(app).differences == []
     finally:
         app.close()
+
+
+def _schema(app: Realmem) -> list[tuple]:
+    return app.conn.execute("SELECT type, name, sql FROM sqlite_master WHERE tbl_name LIKE 'memories%' "
+                            "ORDER BY type, name").fetchall()
+
+
+def test_replay_makes_the_indexes_it_drops_for_its_bulk_load_again_and_keeps_them_on_failure(
+        home: Path, repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Replay loads the memories without their indexes and FTS5 without merging: after it, the
+    schema is what it was and FTS5 merges live writes again; a replay failing half way leaves
+    the schema and the tables as they were."""
+    from realmem.projections import index
+    with open_attached(home, repo) as app:
+        a = add(app, "Prefer uv over pip", "uv pip install -r requirements.txt", "global")
+        schema, tables_before = _schema(app), snapshot_tables(app)
+        replay.replay(app)
+        assert _schema(app) == schema
+        assert app.conn.execute("SELECT v FROM memories_fts_config WHERE k='automerge'").fetchone() == (index.FTS_AUTOMERGE,)
+        plan = " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN SELECT id FROM memories WHERE hash=?", ("x",)))
+        assert "memories_hash" in plan
+
+        def broken(conn: object) -> int:
+            raise RuntimeError("disk full")
+
+        monkeypatch.setattr(index, "index_all", broken)
+        try:
+            replay.replay(app)
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the broken replay went through")
+        assert _schema(app) == schema and snapshot_tables(app) == tables_before
+        assert app.memory((a.store, a.id)) is not None
