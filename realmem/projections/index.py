@@ -192,8 +192,12 @@ def index_all(conn: apsw.Connection) -> int:
     rows = conn.execute("SELECT rowid, caption, content, paths FROM memories WHERE quarantined IS NULL").fetchall()
     cached = {k: (c, b) for k, c, b in conn.execute("SELECT key, caption, body FROM fts_tokens")}
     out, fresh = [], []
+    joined: dict[str, str] = {}  # most memories share a paths value ("." or a module)
     for rowid, caption, content, paths in rows:
-        body = content + "\n" + " ".join(json.loads(paths))
+        words = joined.get(paths)
+        if words is None:
+            words = joined[paths] = " ".join(json.loads(paths))
+        body = content + "\n" + words
         key = _token_key(caption, body)
         toks = cached.get(key)
         if toks is None:

@@ -253,7 +253,7 @@ class FileProjector:
         stats = []
         reachable: dict[str, bool] = {}
         dirs: dict[str, tuple[Path, str]] = {}
-        for key in sorted(touched):
+        for key in touched:  # in no order: each file is its own (sorting 100k keys cost 0.15 s)
             if key[0] not in reachable:  # asked once per store: it may stat the project root
                 reachable[key[0]] = self.stores.files_reachable(key[0])
             if not reachable[key[0]]:
@@ -264,7 +264,7 @@ class FileProjector:
                     d = self.stores.store_dir(mem.store)
                     dirs[mem.store] = (d, str(d))
                 d, where = dirs[mem.store]
-                path = os.path.join(where, mem.file)  # a str: a Path per memory cost more than its stat
+                path = f"{where}/{mem.file}"  # a str: a Path per memory cost more than its stat (the name has no /)
                 stamp = _stamp(path)
                 if stamp is None or known.get((mem.store, mem.file)) != stamp or stamp[0] >= settled \
                         or stamp[1] != len(mem.text.encode("utf-8")):
