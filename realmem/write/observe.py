@@ -375,7 +375,7 @@ def _scan_store(app: Realmem, store: str,
         mem_id = by_file.get(entry.name)
         if mem_id is not None and _same_stamp(entry.path, stats.get(entry.name)):
             # Most of a full scan: a file realmem wrote or read, untouched since.  ``one`` finds
-            # the same with more steps (13 µs a file, a second for a 100k store's files).
+            # the same through more calls (0.1 s more for 67k files).
             seen_ids[mem_id] = entry.name
             fine.add(entry.name)
             unchanged.add(entry.name)
