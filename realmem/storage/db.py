@@ -21,7 +21,7 @@ from realmem.storage import fsutil
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 30_000
-WAL_SIZE_LIMIT = 64 << 20
+WAL_SIZE_LIMIT = 4 << 20  # what wal_autocheckpoint's 1,000 pages fill
 
 
 @functools.cache

@@ -99,9 +99,12 @@ def test_a_scans_batches_are_checkpointed_into_the_database_once_at_the_end(
         home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between a scan's batches the database file is left alone (in WAL mode only a
     checkpoint writes it), even with every commit past the autocheckpoint threshold; at the end
-    the whole log is checkpointed and the threshold is what it was."""
+    the whole log is checkpointed, the threshold is what it was, and the grown WAL file is cut
+    back to the size limit once it restarts."""
+    from realmem.storage import db
     d = shared_dir(home, repo)
     monkeypatch.setattr(observe, "EMIT_BATCH", 10)
+    monkeypatch.setattr(db, "WAL_SIZE_LIMIT", 16 << 10)
     pull(d, 35)
     digests: list[str] = []
     with observe.open_attached(home, repo, scan=False) as app:
@@ -122,6 +125,8 @@ def test_a_scans_batches_are_checkpointed_into_the_database_once_at_the_end(
         busy, frames, done = app.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         assert busy == 0 and frames == done
         assert hashlib.sha256(db_file.read_bytes()).hexdigest() != before
+        app.emit([ev.RecallHit([])])  # the next write restarts the WAL, cut to the limit, with its own few pages
+        assert os.path.getsize(f"{db_file}-wal") < 96 << 10  # uncut: over 500 KB
     assert_projected(home, repo, "pulled", 35)
 
 
