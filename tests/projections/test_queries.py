@@ -4,6 +4,7 @@ them."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,14 +235,9 @@ def test_store_sizes_migration_counts_an_existing_database(app: Realmem) -> None
     assert _kept(app) == expected == {shared: (2, 0, 1)}
 
 
-def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_table(app: Realmem) -> None:
-    """Missing paths, the freshness history, path notes and the prompt's counts ask which
-    memories are about paths (and when they were updated) at every session start: they read
-    an index holding just those columns, not every fact's text (a quarter of a second each at
-    100k memories)."""
-    stores = [app.store_for_scope("shared"), app.store_for_scope("personal")]
-    memories.add(app, "Build notes", "About src/a.py.", store=stores[0], stored_paths=["src/a.py"], source="add")
-    memories.add(app, "Everywhere", "About the repo.", store=stores[0], stored_paths=["."], source="add")
+@contextlib.contextmanager
+def _traced(app: Realmem) -> Iterator[list[tuple[str, tuple]]]:
+    """The statements run on the app's connection inside the block, with their arguments."""
     statements: list[tuple[str, tuple]] = []
 
     def trace(cursor: object, sql: str, bindings: object) -> bool:
@@ -250,18 +246,34 @@ def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_tab
 
     app.conn.exec_trace = trace
     try:
+        yield statements
+    finally:
+        app.conn.exec_trace = None
+
+
+def _plan(app: Realmem, sql: str, args: tuple) -> str:
+    return " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+
+
+def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_table(app: Realmem) -> None:
+    """Missing paths, the freshness history, path notes and the prompt's counts ask which
+    memories are about paths (and when they were updated) at every session start: they read
+    an index holding just those columns, not every fact's text (a quarter of a second each at
+    100k memories)."""
+    stores = [app.store_for_scope("shared"), app.store_for_scope("personal")]
+    memories.add(app, "Build notes", "About src/a.py.", store=stores[0], stored_paths=["src/a.py"], source="add")
+    memories.add(app, "Everywhere", "About the repo.", store=stores[0], stored_paths=["."], source="add")
+    with _traced(app) as statements:
         scoped = list(queries.path_scoped_paths(app.conn, stores))
         times = queries.path_scoped_update_times(app.conn, stores)
         counts = queries.path_counts(app.conn, stores)
         values = queries.path_scoped_values(app.conn, stores)
         differ = queries.flags_differ(app.conn, {(stores[0], '["src/a.py"]'): {"src/a.py": None}})
-    finally:
-        app.conn.exec_trace = None
     assert [p for _, _, p in scoped] == [p for p, _ in counts] == ['["src/a.py"]'] and len(times) == 1
     assert [v[:3] for v in values] == [(stores[0], '["src/a.py"]', 1)] and [p for _, _, p in differ] == ['["src/a.py"]']
     assert len(statements) == 5
     for sql, args in statements:
-        plan = " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+        plan = _plan(app, sql, args)
         assert "COVERING INDEX memories_scope" in plan and "SCAN m" not in plan, (sql, plan)
 
 
@@ -271,19 +283,10 @@ def test_a_full_scans_reads_of_names_and_stamps_walk_one_btree_each(app: Realmem
     table row looked up per memory (migration 019)."""
     store = app.store_for_scope("shared")
     memories.add(app, "Build notes", "About src/a.py.", store=store, stored_paths=["src/a.py"], source="add")
-    statements: list[tuple[str, tuple]] = []
-
-    def trace(cursor: object, sql: str, bindings: object) -> bool:
-        statements.append((sql, tuple(bindings or ())))  # type: ignore[arg-type]
-        return True
-
-    app.conn.exec_trace = trace
-    try:
+    with _traced(app) as statements:
         names = queries.memory_files(app.conn, store)
         stamps = queries.file_stats(app.conn, store)
-    finally:
-        app.conn.exec_trace = None
     assert list(names.values()) == list(stamps) and len(statements) == 2
-    plans = [" ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN " + sql, args)) for sql, args in statements]
+    plans = [_plan(app, sql, args) for sql, args in statements]
     assert "COVERING INDEX memories_scope" in plans[0], plans
     assert "USING PRIMARY KEY" in plans[1], plans
