@@ -23,7 +23,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.write.observe import open_attached, scan_stores
 from realmem.stores.project import GLOBAL, forget_cache
-from realmem.projections import files, projector, replay
+from realmem.projections import files, index, projector, replay
 
 TABLES = {
     "memories": "store, id, caption, content, paths, created, updated, file, text, hash, source, quarantined, last_seq",
@@ -359,7 +359,6 @@ def test_replay_makes_the_indexes_it_drops_for_its_bulk_load_again_and_keeps_the
     """Replay loads the memories without their indexes and FTS5 without merging: after it, the
     schema is what it was and FTS5 merges live writes again; a replay failing half way leaves
     the schema and the tables as they were."""
-    from realmem.projections import index
     with open_attached(home, repo) as app:
         a = add(app, "Prefer uv over pip", "uv pip install -r requirements.txt", "global")
         schema, tables_before = _schema(app), snapshot_tables(app)

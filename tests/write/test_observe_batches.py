@@ -18,6 +18,7 @@ import pytest
 
 from conftest import fake_secret
 from realmem.events import types as ev
+from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import observe
 from realmem.projections import files
@@ -101,7 +102,6 @@ def test_a_scans_batches_are_checkpointed_into_the_database_once_at_the_end(
     checkpoint writes it), even with every commit past the autocheckpoint threshold; at the end
     the whole log is checkpointed, the threshold is what it was, and the grown WAL file is cut
     back to the size limit once it restarts."""
-    from realmem.storage import db
     d = shared_dir(home, repo)
     monkeypatch.setattr(observe, "EMIT_BATCH", 10)
     monkeypatch.setattr(db, "WAL_SIZE_LIMIT", 16 << 10)
