@@ -97,7 +97,8 @@ def one_checkpoint(conn: apsw.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute(f"PRAGMA wal_autocheckpoint={int(was)}")
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # readers still on older pages: the next one finishes
+    if not conn.in_transaction:  # inside one a checkpoint cannot run: the outer commit's autocheckpoint does
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # readers still on older pages: the next one finishes
 
 
 def _migration_files() -> list[tuple[int, Path]]:
