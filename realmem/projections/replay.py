@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import apsw
 import attrs
 
+from realmem.gcpause import gc_paused
 from realmem.storage import db
 from realmem.events import log
 from realmem.events.types import Key
@@ -75,6 +76,7 @@ def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
                      "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq", (last,))
 
 
+@gc_paused()
 def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     start = time.perf_counter()
     settled = time.time_ns() - projector.SETTLED_NS
@@ -113,6 +115,7 @@ def _fts_rows(conn: apsw.Connection) -> list[tuple]:
                         "ON m.rowid = f.rowid ORDER BY m.store, m.id").fetchall()
 
 
+@gc_paused()
 def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     """Rebuild into a scratch database and compare it, and the files it implies, with the live
     state.  Touches nothing live; ``differences`` lists every mismatch."""

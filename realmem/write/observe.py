@@ -24,6 +24,7 @@ import attrs
 
 from realmem.app import Realmem, WriteBusy
 from realmem.events import types as ev
+from realmem.gcpause import gc_paused
 from realmem.events import log
 from realmem.events.log import now_iso
 from realmem.projections import files
@@ -62,6 +63,7 @@ EMIT_BATCH = 500
 _DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
 
 
+@gc_paused()
 def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 0.0,
                 full: bool = True) -> list[ev.Envelope]:
     """Scan the visible stores; returns the events recorded.
