@@ -22,6 +22,8 @@ VEC_TABLE = "memories_vec"
 BIN_TABLE = "memories_bin"  # sign-quantized copy: a fast hamming prefilter for large spaces
 CHUNK = 4096  # vec0 rows per chunk; larger chunks scan faster
 FTS_AUTOMERGE = 4  # FTS5's default
+FTS_HASHSIZE = 1024 * 1024  # FTS5's default: pending terms kept in memory before a segment is written
+FTS_LOAD_HASHSIZE = 32 * 1024 * 1024  # while a whole index is loaded
 
 
 def _token_key(caption: str, body: str) -> str:
@@ -205,13 +207,20 @@ def index_all(conn: apsw.Connection) -> int:
             fresh.append((key, *toks))
         out.append((rowid, *toks))
     conn.executemany("INSERT OR REPLACE INTO fts_tokens VALUES (?,?,?)", fresh)
-    # No merging while loading: the optimize below merges every segment into one anyway
-    # (100k memories: 1.3 -> 1.05 s); then FTS5's default, as live writes expect.
-    conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('automerge', 0)")
+    # No merging while loading, and the pending terms flushed to a segment every 32 MB instead
+    # of every 1 MB: the optimize below merges every segment into one anyway (100k memories:
+    # 1.3 -> 1.05 s, then the load 1.07 -> 0.82 s and the optimize 0.3 -> 0.17 s).  Then FTS5's
+    # defaults again, as live writes expect.
+    _fts_config(conn, automerge=0, hashsize=FTS_LOAD_HASHSIZE)
     conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)", out)
     optimize_fts(conn)
-    conn.execute(f"INSERT INTO memories_fts(memories_fts, rank) VALUES ('automerge', {FTS_AUTOMERGE})")
+    _fts_config(conn, automerge=FTS_AUTOMERGE, hashsize=FTS_HASHSIZE)
     return len(out)
+
+
+def _fts_config(conn: apsw.Connection, **values: int) -> None:
+    for key, value in values.items():
+        conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES (?, ?)", (key, value))
 
 
 def optimize_fts(conn: apsw.Connection) -> None:

@@ -356,15 +356,17 @@ def _schema(app: Realmem) -> list[tuple]:
 
 def test_replay_makes_the_indexes_it_drops_for_its_bulk_load_again_and_keeps_them_on_failure(
         home: Path, repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Replay loads the memories without their indexes and FTS5 without merging: after it, the
-    schema is what it was and FTS5 merges live writes again; a replay failing half way leaves
+    """Replay loads the memories without their indexes and FTS5 without merging, in large
+    segments: after it, the schema is what it was and FTS5 merges and flushes live writes as
+    before; a replay failing half way leaves
     the schema and the tables as they were."""
     with open_attached(home, repo) as app:
         a = add(app, "Prefer uv over pip", "uv pip install -r requirements.txt", "global")
         schema, tables_before = _schema(app), snapshot_tables(app)
         replay.replay(app)
         assert _schema(app) == schema
-        assert app.conn.execute("SELECT v FROM memories_fts_config WHERE k='automerge'").fetchone() == (index.FTS_AUTOMERGE,)
+        config = dict(app.conn.execute("SELECT k, v FROM memories_fts_config WHERE k IN ('automerge', 'hashsize')"))
+        assert config == {"automerge": index.FTS_AUTOMERGE, "hashsize": index.FTS_HASHSIZE}
         plan = " ".join(str(r[-1]) for r in app.conn.execute("EXPLAIN QUERY PLAN SELECT id FROM memories WHERE hash=?", ("x",)))
         assert "memories_hash" in plan
 
