@@ -82,7 +82,7 @@ class FileProjector:
         self.lock = lock
         self.stores = stores
         self.flush_upto: int | None = None  # inside ``one_flush``: the seq its flush will record
-        self.unflushed = False  # inside ``one_flush``: files were written that its flush must flush
+        self.unflushed: list[str] = []  # files written without an fsync, for the next flush
 
     # --- live writes -----------------------------------------------------------------------
 
@@ -106,11 +106,8 @@ class FileProjector:
             ok = self._write(before, after, keys, durable)
             return ok
         finally:
-            if not durable:
-                if deferred:
-                    self.unflushed = True
-                else:
-                    os.sync()
+            if not durable and not deferred:  # inside ``one_flush`` they wait for its flush
+                self._flush()
             if deferred and not ok:
                 self.flush_upto = -1  # a batch left files unwritten: no position at the end
 
@@ -126,14 +123,14 @@ class FileProjector:
     def one_flush(self) -> Iterator[None]:
         """Changes made inside (a scan's batches, under one lease) write their files without a
         flush each and leave the position alone; at the end one flush, then the position of
-        the last change whose files were all written (an os.sync per batch was a tenth of
+        the last change whose files were all written (a flush per batch was a tenth of
         observing a pull).  Until then this process's catch-up counts those files as written;
         a crash before the end leaves the position behind, and the next writer writes them
         again."""
         if self.flush_upto is not None:  # nested: the outer one flushes
             yield
             return
-        self.flush_upto, self.unflushed = 0, False
+        self.flush_upto = 0
         try:
             yield
             upto = self.flush_upto
@@ -141,9 +138,21 @@ class FileProjector:
             self.flush_upto = None
         if upto > 0:
             if self.unflushed:  # batches of files already on disk wrote none: nothing to flush
-                os.sync()
+                self._flush()
                 faults.point("scan-flushed")
             advance(self.conn, FILES, upto)
+
+    def _put(self, d: Path, name: str, text: str, durable: bool) -> bool:
+        """``files.write``; a file written without an fsync waits for the next ``_flush``."""
+        if not files.write(d, name, text, durable=durable):
+            return False
+        if not durable:
+            self.unflushed.append(f"{d}/{name}")
+        return True
+
+    def _flush(self) -> None:
+        fsutil.flush_written(self.unflushed)
+        self.unflushed.clear()
 
     def _write(self, before: State, after: State, keys: list[Key], durable: bool) -> bool:
         # The stats of the files written, recorded together at the end (one statement, not a
@@ -156,7 +165,7 @@ class FileProjector:
                     if not self.fence_ok(new.store, new.file):
                         return False
                     d = self.stores.store_dir(new.store)
-                    files.write(d, new.file, new.text, durable=durable)
+                    self._put(d, new.file, new.text, durable)
                     if (stamp := _stamp(d / new.file)) is not None:
                         written.setdefault(new.store, {})[new.file] = stamp
                     faults.point("after-file")
@@ -208,7 +217,7 @@ class FileProjector:
                 if not self.fence_ok(key[0], name):
                     return
                 if mem is not None:
-                    files.write(self.stores.store_dir(key[0]), mem.file, mem.text, durable=durable)
+                    self._put(self.stores.store_dir(key[0]), mem.file, mem.text, durable)
                     self.record_stat(key[0], mem.file)
                     for old_name in self.file_names(key):  # a rename the crash interrupted
                         if old_name != mem.file:
@@ -216,8 +225,7 @@ class FileProjector:
                 else:
                     self.delete_file(key[0], name, key[1])
         finally:
-            if not durable:
-                os.sync()
+            self._flush()
         self.written_through(upto)
 
     # --- replay ----------------------------------------------------------------------------
@@ -271,7 +279,7 @@ class FileProjector:
                 stamp = _stamp(path)
                 if stamp is None or known.get(at) != stamp or stamp[0] >= settled \
                         or stamp[1] != len(f.text.encode("utf-8")):
-                    if files.write(d, f.file, f.text, durable=False):
+                    if self._put(d, f.file, f.text, durable=False):
                         written += 1
                     stamp = _stamp(path)
                 if stamp is not None:
@@ -285,8 +293,7 @@ class FileProjector:
                 name = self.last_file_name(key)
                 if name and self.delete_file(store, name, key[1]):
                     deleted += 1
-        if written or deleted:
-            os.sync()  # one flush for all files instead of an fsync per file
+        self._flush()  # one flush for all files (deletions flushed their directory already)
         with db.transaction(self.conn):
             # file_stats becomes ``stats``; only the rows that differ are written (a replay of a
             # store whose files were all in step writes none: 100k rows cost 0.7 s).

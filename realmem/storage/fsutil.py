@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
 
@@ -103,10 +104,14 @@ def private_file(path: Path) -> None:
         _tighten(p, 0o600)
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path | str) -> None:
+    _fsync_path(directory)
+
+
+def _fsync_path(path: Path | str) -> None:
     try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # gone since (a later write replaced it and is flushed too), or unreadable
         return
     try:
         os.fsync(fd)
@@ -114,6 +119,29 @@ def fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+FLUSH_ONE_BY_ONE = 2000  # more files than this written at once: one os.sync costs less than their fsyncs
+FLUSH_THREADS = 8
+
+
+def flush_written(paths: Collection[str]) -> None:
+    """Make files written with ``durable=False`` durable, with their directory entries: an
+    fsync of each file, then of each directory, several at a time (the filesystem's journal
+    commits concurrent fsyncs together: 500 files in 0.07 s here, 0.12-0.22 s one by one).
+    Not os.sync, which also waits for every other file any process left unwritten on any
+    filesystem: a build or a large checkout beside the agent made a scan wait for it.
+    Beyond ``FLUSH_ONE_BY_ONE`` files (a first replay) one os.sync is cheaper after all."""
+    if not paths:
+        return
+    if len(paths) > FLUSH_ONE_BY_ONE:
+        os.sync()
+        return
+    from concurrent.futures import ThreadPoolExecutor  # lazily: start-up
+
+    with ThreadPoolExecutor(max_workers=min(FLUSH_THREADS, len(paths))) as pool:
+        list(pool.map(_fsync_path, paths))  # the files' data before the renames that name them
+        list(pool.map(_fsync_path, {os.path.dirname(p) for p in paths}))
 
 
 class NotRegularFile(OSError):

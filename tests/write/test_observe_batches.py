@@ -239,14 +239,30 @@ def test_a_scan_killed_before_its_one_flush_is_recorded_is_healed_by_the_next(ho
 
 def test_a_pull_of_facts_with_ids_flushes_nothing_and_hand_written_ones_are_flushed(
         home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch observing files already on disk writes none, so it does not flush the whole
-    machine's dirty pages (os.sync, 15-40 ms a batch here); hand-written facts getting their
-    ids are written and flushed once per scan, however many batches it takes, and only then
-    is the files' position recorded."""
+    """A batch observing files already on disk writes none, so it flushes nothing; hand-written
+    facts getting their ids are written and flushed once per scan, however many batches it
+    takes, and only then is the files' position recorded.  The flush is of those files (an
+    fsync each), never an os.sync of the whole machine's dirty pages."""
     from realmem.projections import projector
+    from realmem.storage import fsutil
 
-    flushes: list[int] = []
-    monkeypatch.setattr(projector.os, "sync", lambda: flushes.append(1))
+    flushes: list[list[str]] = []
+    positions: list[tuple[int, int]] = []
+    conn: list = []
+    real = fsutil.flush_written
+
+    def spy(paths):  # type: ignore[no-untyped-def]
+        if paths:
+            flushes.append(sorted(Path(p).name for p in paths))
+            if conn:
+                positions.append((projector.position(conn[0], projector.FILES), projector.position(conn[0], "tables")))
+        real(paths)
+
+    def no_sync() -> None:
+        raise AssertionError("os.sync flushes every process's files")
+
+    monkeypatch.setattr(fsutil, "flush_written", spy)
+    monkeypatch.setattr(os, "sync", no_sync)
     d = shared_dir(home, repo)
     pull(d, 40, every_bare=10**9)  # every fact has its id
     with observe.open_attached(home, repo, scan=False) as app:
@@ -255,15 +271,14 @@ def test_a_pull_of_facts_with_ids_flushes_nothing_and_hand_written_ones_are_flus
     pull(d, 40, tag="bare", every_bare=1)  # none has one
     with observe.open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 40
-    assert len(flushes) == 1
+    assert flushes == [sorted(f"bare-{i}.md" for i in range(40))]
     assert all(files.parse((d / f"bare-{i}.md").read_text(encoding="utf-8")).id for i in range(40))
     count = observe.EMIT_BATCH * 2 + 10  # three batches
     pull(d, count, tag="many", every_bare=1)
     with observe.open_attached(home, repo, scan=False) as app:
-        positions: list[tuple[int, int]] = []
-        monkeypatch.setattr(projector.os, "sync", lambda: (flushes.append(1), positions.append(
-            (projector.position(app.conn, projector.FILES), projector.position(app.conn, "tables")))))
+        conn.append(app.conn)
         assert len(observe.scan_stores(app)) == count
-        assert len(flushes) == 2 and positions[0][0] < positions[0][1]  # flushed before the position moved
+        assert len(flushes) == 2 and len(flushes[1]) == count
+        assert positions[0][0] < positions[0][1]  # flushed before the position moved
         assert projector.position(app.conn, projector.FILES) == projector.position(app.conn, "tables")
     assert_projected(home, repo, "many", count)
