@@ -18,7 +18,9 @@ import apsw
 import attrs
 
 from realmem.gcpause import gc_paused
+from realmem.errors import LeaseLost
 from realmem.storage import db
+from realmem.storage.lock import LeaseLock
 from realmem.events import log
 from realmem.events.types import Key
 from realmem.storage.fsutil import read_regular
@@ -66,7 +68,9 @@ def fold(conn: apsw.Connection, progress: Progress | None = None) -> tuple[State
     return state, touched, n, names
 
 
-def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
+def _write_tables(conn: apsw.Connection, state: State, last: int, lock: LeaseLock | None = None) -> None:
+    """One transaction; ``lock``: the write lease, renewed in it (it lasts seconds at 100k
+    memories, and the renewal thread waits behind it)."""
     with db.transaction(conn):
         tables.clear(conn)
         tables.save_all(conn, state)
@@ -74,6 +78,9 @@ def _write_tables(conn: apsw.Connection, state: State, last: int) -> None:
         # The files' position is recorded by the caller once it has written them.
         conn.execute("INSERT INTO projection_state(name, seq) VALUES ('tables', ?) "
                      "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq", (last,))
+        if lock is not None and not lock.renew(conn):
+            raise LeaseLost("this process lost the write lease before the replay wrote its tables; nothing "
+                            "was changed, try again")
 
 
 @gc_paused()
@@ -86,7 +93,7 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
         state, touched, n, names = fold(app.conn, progress)
         last = log.last_seq(app.conn)
         known = app.projector.known_stamps(state)
-        _write_tables(app.conn, state, last)
+        _write_tables(app.conn, state, last, app.lock)
         app.load_store_dirs()
         written, deleted = app.projector.rebuild(state, touched, names, last, known=known, settled=settled)
     return ReplayReport(n, len(state.memories), time.perf_counter() - start, written, deleted)

@@ -145,6 +145,12 @@ class _Heartbeat:
                     (time.time(), self._name, self._owner, self._pid),
                 )
                 renewed = self._conn.changes() > 0
+            except apsw.BusyError:
+                # Another connection's write transaction (often this process's own: a replay
+                # holds one for seconds) outlasted the wait; retried next tick.  A holder whose
+                # transactions can outlast the ttl renews inside them (``LeaseLock.renew``).
+                log.info("lock.heartbeat_deferred", name=self._name, reason="database busy")
+                continue
             except apsw.Error as exc:
                 # Retried next tick; if this lasts past the ttl the lease may be taken over,
                 # which the next successful renewal reports.
@@ -255,6 +261,19 @@ class LeaseLock:
             return conn.execute(query, args).fetchone() is None
         with self._db_lock:
             return self._main_conn().execute(query, args).fetchone() is None
+
+    def renew(self, conn: apsw.Connection) -> bool:
+        """Renew the heartbeat inside ``conn``'s open write transaction, committed with it.  The
+        renewal thread waits behind such a transaction (SQLite has one writer): one longer than
+        the ttl would end with the lease looking expired, free for another process to take while
+        this one still writes files.  False when the row is no longer ours (taken over before
+        the transaction began): the caller rolls back."""
+        self._after_fork()
+        if self._owner_thread != threading.get_ident() or self._lease is None:
+            return False
+        conn.execute("UPDATE locks SET heartbeat=? WHERE name=? AND owner=? AND pid=? AND generation=?",
+                     (time.time(), self._name, self._owner, self._pid, self.generation))
+        return conn.changes() > 0
 
     def holder(self) -> dict[str, Any] | None:
         """The current row (whoever holds it), with ``held_for`` seconds, for status display."""

@@ -382,3 +382,45 @@ def test_replay_makes_the_indexes_it_drops_for_its_bulk_load_again_and_keeps_the
             raise AssertionError("the broken replay went through")
         assert _schema(app) == schema and snapshot_tables(app) == tables_before
         assert app.memory((a.store, a.id)) is not None
+
+
+def test_replay_renews_its_lease_with_the_tables_and_writes_nothing_once_it_was_taken_over(
+        home: Path, repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The table transaction carries a fresh heartbeat (the renewal thread waits behind it); a
+    lease taken over while the log was folded leaves tables and files as they were."""
+    with open_attached(home, repo) as app:
+        a = add(app, "Prefer uv over pip", "uv pip install -r requirements.txt", "global")
+        other = db.connect(home / "realmem.sqlite")
+        real_fold = replay.fold
+
+        def stale_then_fold(conn, progress=None):  # type: ignore[no-untyped-def]
+            other.execute("UPDATE locks SET heartbeat=0 WHERE name='write'")
+            return real_fold(conn, progress)
+
+        beats: list[float] = []
+        real_rebuild = app.projector.rebuild
+
+        def rebuild(*args, **kwargs):  # type: ignore[no-untyped-def]  # right after the tables' commit
+            beats.append(other.execute("SELECT heartbeat FROM locks WHERE name='write'").fetchone()[0])
+            return real_rebuild(*args, **kwargs)
+
+        monkeypatch.setattr(replay, "fold", stale_then_fold)
+        monkeypatch.setattr(app.projector, "rebuild", rebuild)
+        replay.replay(app)
+        assert len(beats) == 1 and beats[0] > time.time() - 600
+
+        def taken_over_then_fold(conn, progress=None):  # type: ignore[no-untyped-def]
+            other.execute("UPDATE locks SET owner='another-process', generation=generation+1 WHERE name='write'")
+            return real_fold(conn, progress)
+
+        monkeypatch.setattr(replay, "fold", taken_over_then_fold)
+        tables_before = snapshot_tables(app)
+        try:
+            replay.replay(app)
+        except RealmemError as exc:
+            assert "lost the write lease" in str(exc)
+        else:
+            raise AssertionError("a replay went on without its lease")
+        assert snapshot_tables(app) == tables_before
+        assert app.memory((a.store, a.id)) is not None
+        other.close()

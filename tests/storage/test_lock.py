@@ -372,6 +372,27 @@ def test_heartbeat_renews_while_held(db: Path) -> None:
         assert lock.held
 
 
+def test_renewal_inside_a_write_transaction_commits_with_it_and_fails_once_taken_over(db: Path) -> None:
+    """A write transaction longer than the ttl blocks the renewal thread; renewing inside it
+    means the lease looks fresh the moment it commits.  A row taken over is not renewed."""
+    lock = LeaseLock(db, ttl=30, heartbeat=10)
+    conn, other = connect(db), connect(db)
+    try:
+        with lock:
+            other.execute("UPDATE locks SET heartbeat=0")  # as if a long transaction had held it
+            with conn:
+                assert lock.renew(conn)
+                assert other.execute("SELECT heartbeat FROM locks").fetchone()[0] == 0  # not before the commit
+            assert other.execute("SELECT heartbeat FROM locks").fetchone()[0] > time.time() - LIVENESS
+            other.execute("UPDATE locks SET owner='someone-else', generation=generation+1")
+            with conn:
+                assert not lock.renew(conn)
+        assert not lock.renew(conn)  # not held at all
+    finally:
+        conn.close()
+        other.close()
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["one-object", "object-per-thread"])
 def test_threads_exclude_each_other(db: Path, shared: bool) -> None:
     threads, n = 4, 15
