@@ -13,6 +13,7 @@ from realmem.stores.project import _git_dirs, _history_rewritten, read_head
 from realmem.storage.fsutil import keep_in_cache, read_cache
 from realmem.write import memories
 from realmem.app import Realmem
+from realmem.events import log
 from realmem.events import types as ev
 from realmem.read.pathnotes import WHOLE
 from realmem.projections.state import Memory
@@ -121,10 +122,10 @@ def check(app: Realmem) -> int:
     whose recorded flags differ (reading every memory's paths and flags in Python took half a
     second at 100k memories).
 
-    That comparison is skipped when the last check found every flag as expected and nothing it
-    depends on has moved since: the same answers from the files, the same memories per paths
-    value with no newer change among them, and no PathsChecked since (at 100k memories the
-    comparison was a fifth of a second of the first prompt's wait)."""
+    That comparison is skipped when the last check found every flag as expected, or wrote
+    them so, and nothing it depends on has moved since: the same answers from the files, the
+    same memories per paths value with no newer change among them, and no PathsChecked since
+    (at 100k memories the comparison was a fifth of a second of the first prompt's wait)."""
     if app.project is None:
         return 0
     moved: dict[str, str] | None = None
@@ -133,26 +134,43 @@ def check(app: Realmem) -> int:
     stores = [app.project.shared_store, app.project.personal_store]
     expected: dict[tuple[str, str], dict[str, str | None]] = {}
     flagged = 0
-    inputs: list[object] = [queries.last_paths_check(app.conn)]
-    for store, stored, n, last in queries.path_scoped_values(app.conn, stores):
+    last_check = queries.last_paths_check(app.conn)
+    values = queries.path_scoped_values(app.conn, stores)
+    for store, stored, n, last in values:
         gone = _gone(app, store, json.loads(stored), known, home)
         if gone and moved is None:
             moved = renames(app.project.root, cache=app.home) if app.project.is_git else {}
         expected[store, stored] = flags = {p: suggest(p, moved or {}) for p in gone}
         flagged += n if flags else 0
-        inputs.append((store, stored, n, last, sorted(flags.items())))
-    digest = hashlib.sha256(json.dumps(inputs).encode("utf-8")).hexdigest()
     key = f"{CHECKED_KEY}:{stores[0]}"
+    digest = _digest(last_check, values, expected)
     if index.meta_get(app.conn, key) == digest:
         return flagged
     events = [ev.PathsChecked(store, mem_id, dict(expected[store, stored]))
               for store, mem_id, stored in queries.flags_differ(app.conn, expected)]
-    if events:
-        app.emit(events)  # changes what was read: the next check compares again, once
-    else:
-        with db.transaction(app.conn):
+    written = app.emit(events) if events else []
+    with db.transaction(app.conn):
+        if written:
+            # What the tables hold now, the flags just written included; unless another write
+            # came in between (its memories were not compared): the next check compares again.
+            if log.last_seq(app.conn) != written[-1].seq:
+                return flagged
+            digest = _digest(queries.last_paths_check(app.conn), queries.path_scoped_values(app.conn, stores), expected)
+        if digest is not None:
             index.meta_set(app.conn, key, digest)
     return flagged
+
+
+def _digest(last_check: int, values: list[tuple[str, str, int, int]],
+            expected: dict[tuple[str, str], dict[str, str | None]]) -> str | None:
+    """What a check depends on, as one text; None for a paths value it did not resolve."""
+    inputs: list[object] = [last_check]
+    for store, stored, n, last in values:
+        flags = expected.get((store, stored))
+        if flags is None:
+            return None
+        inputs.append((store, stored, n, last, sorted(flags.items())))
+    return hashlib.sha256(json.dumps(inputs).encode("utf-8")).hexdigest()
 
 
 def prune_plan(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
