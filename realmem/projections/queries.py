@@ -297,13 +297,20 @@ def path_scoped_paths(conn: apsw.Connection, stores: Sequence[str]) -> Iterator[
                             (*stores, *STORE_WIDE_PATHS))
 
 
-def path_scoped_update_times(conn: apsw.Connection, stores: Sequence[str]) -> list[str]:
-    """The distinct ``updated`` values of the unquarantined memories in ``stores`` with a path
-    other than a store root ('.' or '~'): the filter runs in SQLite, so session start at 100k
-    memories decodes no paths in Python."""
-    return [r[0] for r in conn.execute(
-        f"SELECT DISTINCT updated FROM memories WHERE quarantined IS NULL AND store IN ({_marks(stores)}) "
-        f"AND EXISTS (SELECT 1 FROM json_each(paths) WHERE value NOT IN ('.', '~'))", tuple(stores))]
+def path_scoped_oldest_update(conn: apsw.Connection, stores: Sequence[str]) -> tuple[float | None, list[str]]:
+    """Of the unquarantined memories in ``stores`` with a path other than a store root: the
+    oldest ``updated`` in UTC with a Z (as realmem writes them), as epoch seconds read by
+    SQLite, and every distinct other value, for the caller to parse (Python reads more
+    formats, and a time without a zone as local).  Parsing every memory's time in Python took
+    a quarter of a second at 100k memories."""
+    where = (f"quarantined IS NULL AND store IN ({_marks(stores)}) "
+             f"AND paths NOT IN ({_marks(STORE_WIDE_PATHS)})")
+    args = (*stores, *STORE_WIDE_PATHS)
+    (oldest,) = conn.execute(f"SELECT min(unixepoch(updated, 'subsec')) FROM memories WHERE {where} "
+                             "AND substr(updated, -1) = 'Z'", args).fetchone()
+    others = [r[0] for r in conn.execute(f"SELECT DISTINCT updated FROM memories WHERE {where} "
+                                         "AND (substr(updated, -1) != 'Z' OR unixepoch(updated) IS NULL)", args)]
+    return oldest, others
 
 
 # -- imported_files, stores ------------------------------------------------------------

@@ -13,6 +13,8 @@ import pytest
 from realmem.app import Realmem
 from realmem.events import types as ev
 from realmem.projections import files, queries
+from realmem.read import freshness
+from realmem.read.freshness import epoch
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.write.observe import open_attached
@@ -159,7 +161,7 @@ def test_memory_reads(app: Realmem) -> None:
     assert queries.counters(app.conn, (n.store, n.id)) == (2, 0)
     assert [r[1] for r in queries.most_used_store_wide(app.conn, [shared], 5)] == [n.id]  # store-wide only
     assert queries.path_counts(app.conn, [shared]) == [('["src/a.py"]', 1)]
-    assert queries.path_scoped_update_times(app.conn, [shared]) == [m.updated]  # n is store-wide
+    assert queries.path_scoped_oldest_update(app.conn, [shared]) == (epoch(m.updated), [])  # n is store-wide
     assert {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)} == {(m.id, None), (n.id, None)}
     app.emit([ev.UrgencyJudged(m.store, m.id, "v1", 0.5, {}, None, "debug")])
     assert (m.id, "v1") in {(x.id, v) for x, v in queries.memories_with_urgency(app.conn)}
@@ -265,16 +267,33 @@ def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_tab
     memories.add(app, "Everywhere", "About the repo.", store=stores[0], stored_paths=["."], source="add")
     with _traced(app) as statements:
         scoped = list(queries.path_scoped_paths(app.conn, stores))
-        times = queries.path_scoped_update_times(app.conn, stores)
+        oldest, others = queries.path_scoped_oldest_update(app.conn, stores)
         counts = queries.path_counts(app.conn, stores)
         values = queries.path_scoped_values(app.conn, stores)
         differ = queries.flags_differ(app.conn, {(stores[0], '["src/a.py"]'): {"src/a.py": None}})
-    assert [p for _, _, p in scoped] == [p for p, _ in counts] == ['["src/a.py"]'] and len(times) == 1
+    assert [p for _, _, p in scoped] == [p for p, _ in counts] == ['["src/a.py"]'] and oldest is not None and others == []
     assert [v[:3] for v in values] == [(stores[0], '["src/a.py"]', 1)] and [p for _, _, p in differ] == ['["src/a.py"]']
-    assert len(statements) == 5
+    assert len(statements) == 6
     for sql, args in statements:
         plan = _plan(app, sql, args)
         assert "COVERING INDEX memories_scope" in plan and "SCAN m" not in plan, (sql, plan)
+
+
+def test_the_oldest_update_is_read_by_sqlite_where_it_can_and_other_formats_come_to_python(app: Realmem) -> None:
+    """The freshness history reaches back to the oldest path-scoped memory: SQLite reads the
+    times with a Z (realmem's own), and only the distinct other ones come to Python to be parsed
+    (Python reads more formats, and a zone-less time as local)."""
+    store = app.store_for_scope("shared")
+    times = ["2026-03-01T10:00:00.000Z", "2026-01-01T10:00:00.500Z", "2025-12-31", "2026-02-01T10:00:00+02:00",
+             "2025-13-45T10:00:00Z", "2024-01-01T10:00:00.000Z"]
+    for i, t in enumerate(times):
+        m = memories.add(app, f"Fact {i}", "Body.", store=store, stored_paths=["src/a.py" if i < 5 else "."],
+                         source="add")
+        app.conn.execute("UPDATE memories SET updated=? WHERE store=? AND id=?", (t, m.store, m.id))
+    oldest, others = queries.path_scoped_oldest_update(app.conn, [store])
+    assert oldest == epoch("2026-01-01T10:00:00.500Z")  # the store-wide 2024 one has no paths to follow
+    assert sorted(others) == ["2025-12-31", "2025-13-45T10:00:00Z", "2026-02-01T10:00:00+02:00"]
+    assert freshness._oldest_update(app) == min(epoch("2026-01-01T10:00:00.500Z"), epoch("2025-12-31"))
 
 
 def test_a_full_scans_reads_of_names_and_stamps_walk_one_btree_each(app: Realmem) -> None:

@@ -273,6 +273,32 @@ def test_rpc_path_notes_carry_the_flag(app: Realmem, repo: Path, home: Path) -> 
                 a.close()
 
 
+def test_session_start_scans_for_the_oldest_update_on_a_thread_of_its_own(app: Realmem, repo: Path,
+                                                                          home: Path) -> None:
+    """The scan of the path-scoped memories for the oldest update (0.1 s at 100k memories) runs
+    beside the session start, on its own connection, before the history is read."""
+    import io
+
+    from realmem.interface.rpc import Server
+    fact_file(app, "db-pool.md", "Queries use the pool helper", "Use db.pool() for queries.", ["src/db"])
+    seven_db_commits(repo)
+    server = Server(str(home), io.StringIO())
+    statements: list[str] = []
+    try:
+        own = server.app({"cwd": str(repo), "session": "s1"})
+        own.conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+        server.handle({"jsonrpc": "2.0", "id": 1, "method": "session_start",
+                       "params": {"cwd": str(repo), "session": "s1"}})
+        own.conn.exec_trace = None
+        freshness.wait_for_builds()
+        assert statements and not any("unixepoch" in sql for sql in statements)
+        assert freshness.flag(own, memory(own, "Queries use the pool helper")) is not None  # the history is at hand
+    finally:
+        for apps in server.all_apps:
+            for a in apps.values():
+                a.close()
+
+
 def test_the_path_note_hook_never_waits_for_git(app: Realmem, repo: Path) -> None:
     fact_file(app, "db-pool.md", "Queries use the pool helper", "Use db.pool() for queries.", ["src/db"])
     seven_db_commits(repo)
