@@ -5,7 +5,8 @@ import only hides a cycle until the function runs); imports under ``if TYPE_CHEC
 run and do not count.  A layer may import its own layer and the ones below it:
 
 0. base: ``storage/`` (SQLite, the lease, atomic files), ``stores/`` (projects, path frames, ids),
-   ``errors``, ``config``, ``logs``, ``words``, ``frontend``, the endpoint clients and fakes, and
+   ``errors``, ``config``, ``logs``, ``words``, ``frontend``, ``gcpause`` (the collector paused
+   for bulk work), the endpoint clients and fakes, and
    ``gate.safety`` (a pure scanner with no realmem imports, which the logs use to redact)
 1. ``events/``: the log and the event types
 2. ``projections/``: what the events build
@@ -24,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "realmem"
 
-BASE = {"realmem", "errors", "words", "config", "logs", "frontend", "gate.safety"}
+BASE = {"realmem", "errors", "words", "config", "logs", "frontend", "gcpause", "gate.safety"}
 BASE_PACKAGES = {"storage", "stores", "clients", "fakes"}
 USE_CASES = {"gate", "read", "write", "jobs"}
 
