@@ -299,10 +299,14 @@ class FileProjector:
             # store whose files were all in step writes none: 100k rows cost 0.7 s).
             recorded = {(r[0], r[1]): (r[2], r[3]) for r in
                         self.conn.execute("SELECT store, file, mtime_ns, size FROM file_stats")}
-            self.conn.executemany("DELETE FROM file_stats WHERE store=? AND file=?",
-                                  [k for k in recorded if k not in stats])
-            self.conn.executemany("INSERT OR REPLACE INTO file_stats VALUES (?,?,?,?)",
-                                  [(*k, *st) for k, st in stats.items() if recorded.get(k) != st])
+            changed: dict[str, dict[str, tuple[int, int] | None]] = {}
+            for at in recorded.keys() - stats.keys():
+                changed.setdefault(at[0], {})[at[1]] = None
+            for at, stamp in stats.items():
+                if recorded.get(at) != stamp:
+                    changed.setdefault(at[0], {})[at[1]] = stamp
+            for store, seen in changed.items():
+                self.record_seen(store, seen)
             advance(self.conn, FILES, last)
         return written, deleted
 

@@ -68,8 +68,9 @@ def test_replay_leaves_file_stats_as_a_reset_would_and_rewrites_only_the_rows_th
         app.conn.execute("UPDATE file_stats SET size=size+1 WHERE store=? AND file=?", (store, files_[1]))
         app.conn.execute("INSERT INTO file_stats VALUES (?, 'notes.txt', 1, 1)", (store,))
         app.conn.execute("CREATE TEMP TABLE written(file TEXT)")
-        app.conn.execute("CREATE TEMP TRIGGER stats_written AFTER INSERT ON main.file_stats "
-                         "BEGIN INSERT INTO written VALUES (NEW.file); END")
+        for kind in ("INSERT", "UPDATE"):  # a row written either way counts
+            app.conn.execute(f"CREATE TEMP TRIGGER stats_{kind.lower()} AFTER {kind} ON main.file_stats "
+                             "BEGIN INSERT INTO written VALUES (NEW.file); END")
         replay.replay(app)
 
         d = app.store_dir(store)
