@@ -248,12 +248,13 @@ class FileProjector:
                 out[(store, name)] = (mtime_ns, size)
         return out
 
-    def rebuild(self, state: State, touched: Iterable[Key], names: Mapping[Key, set[str]], last: int, *,
+    def rebuild(self, state: State, names: Mapping[Key, set[str]], last: int, *,
                 known: Mapping[tuple[str, str], tuple[int, int]] | None = None,
                 settled: int = 0) -> tuple[int, int]:
         """Make every reachable store's files match ``state`` (the whole log folded, its tables
-        already written): write each memory's file, remove names it had before and files of
-        memories that are gone, then reset ``file_stats`` and record the position ``last``.
+        already written; ``names``: every file name each memory ever had, from the fold): write
+        each memory's file, remove names it had before and files of memories that are gone,
+        then reset ``file_stats`` and record the position ``last``.
         A file whose stamp is in ``known`` (``known_stamps``), older than ``settled`` (ns) and
         of the text's size is trusted without reading it.  Returns (files written, deleted)."""
         known = known or {}
@@ -261,7 +262,7 @@ class FileProjector:
         stats: dict[tuple[str, str], tuple[int, int]] = {}
         reachable: dict[str, bool] = {}
         dirs: dict[str, tuple[Path, str]] = {}
-        for key in touched:  # in no order: each file is its own (sorting 100k keys cost 0.15 s)
+        for key in names:  # in no order: each file is its own (sorting 100k keys cost 0.15 s)
             store = key[0]
             if store not in reachable:  # asked once per store: it may stat the project root
                 reachable[store] = self.stores.files_reachable(store)

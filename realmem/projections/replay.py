@@ -47,25 +47,25 @@ class ReplayReport:
         return self.events / self.seconds if self.seconds > 0 else float("inf")
 
 
-def fold(conn: apsw.Connection, progress: Progress | None = None) -> tuple[State, set[Key], int, dict[Key, set[str]]]:
-    """Fold the whole log; returns the state, every key ever touched, the event count, and
-    every file name each memory had in each store (so files left by renames can be found)."""
+def fold(conn: apsw.Connection, progress: Progress | None = None) -> tuple[State, int, dict[Key, set[str]]]:
+    """Fold the whole log; returns the state, the event count, and every file name each
+    memory had in each store.  Those keys are every memory that ever had a file (only an
+    event carrying fields makes one), so the file pass walks them, not every key an event
+    named: a recall hit's keys never need a file looked at."""
     state = State()
-    touched: set[Key] = set()
     names: dict[Key, set[str]] = {}
     total = log.last_seq(conn)
     n = 0
     for env in log.read(conn):
         apply(state, env)
         e = env.event
-        touched.update(e.keys())
         fields = getattr(e, "fields", None)
         if fields is not None:
             names.setdefault((getattr(e, "to_store", None) or e.store_id, e.memory_id), set()).add(fields.file)
         n += 1
         if progress and n % 5000 == 0:
             progress(env.seq, total)
-    return state, touched, n, names
+    return state, n, names
 
 
 def _write_tables(conn: apsw.Connection, state: State, last: int, lock: LeaseLock | None = None) -> None:
@@ -90,12 +90,12 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     # Nothing is caught up on entry: the rebuild below makes the tables and files match the
     # whole log, and ``known_stamps`` trusts no file whose step may not have run.
     with app.write_lease(heal=False):
-        state, touched, n, names = fold(app.conn, progress)
+        state, n, names = fold(app.conn, progress)
         last = log.last_seq(app.conn)
         known = app.projector.known_stamps(state)
         _write_tables(app.conn, state, last, app.lock)
         app.load_store_dirs()
-        written, deleted = app.projector.rebuild(state, touched, names, last, known=known, settled=settled)
+        written, deleted = app.projector.rebuild(state, names, last, known=known, settled=settled)
     return ReplayReport(n, len(state.memories), time.perf_counter() - start, written, deleted)
 
 
@@ -134,7 +134,7 @@ def check(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
                 "INSERT INTO events(seq, time, type, version, memory_id, store, pid, session, payload) VALUES (?,?,?,?,?,?,?,?,?)",
                 app.conn.execute("SELECT seq, time, type, version, memory_id, store, pid, session, payload FROM events"),
             )
-        state, touched, n, names = fold(scratch, progress)
+        state, n, names = fold(scratch, progress)
         _write_tables(scratch, state, log.last_seq(scratch))
         diffs: list[str] = []
         for table in _COMPARED:
