@@ -8,3 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# Bytecode for the package now, as a regular (non-editable) pip install writes it: where
+# PYTHONDONTWRITEBYTECODE is set (container images often set it) Python would otherwise compile
+# realmem's modules again in every process it starts: each `realmem` command, each agent
+# hook and the adapter's rpc child (`realmem status` 0.46 -> 0.30 s of CPU on this machine).
+.venv/bin/python -m compileall -q realmem
