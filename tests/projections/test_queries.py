@@ -12,7 +12,7 @@ import pytest
 
 from realmem.app import Realmem
 from realmem.events import types as ev
-from realmem.projections import files, queries
+from realmem.projections import files, queries, replay
 from realmem.read import freshness
 from realmem.read.freshness import epoch
 from realmem.stores import ids
@@ -277,6 +277,21 @@ def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_tab
     for sql, args in statements:
         plan = _plan(app, sql, args)
         assert "COVERING INDEX memories_scope" in plan and "SCAN m" not in plan, (sql, plan)
+
+
+def test_replay_finds_the_files_it_can_trust_from_an_index_not_the_memory_rows(app: Realmem) -> None:
+    """Before a rebuild, replay reads each memory's file name and last event beside the file's
+    recorded stamp: from the memories_scope index, never every fact's text (100k memories:
+    1.1 -> 0.6 s)."""
+    store = app.store_for_scope("shared")
+    m = memories.add(app, "Build notes", "About src/a.py.", store=store, stored_paths=["src/a.py"], source="add")
+    state = replay.fold(app.conn)[0]
+    with _traced(app) as statements:
+        known = app.projector.known_stamps(state)
+    assert list(known) == [(store, m.file)]
+    (sql, args), = [(sql, args) for sql, args in statements if "file_stats" in sql]
+    plan = _plan(app, sql, args)
+    assert "SCAN m USING COVERING INDEX memories_scope" in plan, plan
 
 
 def test_the_oldest_update_is_read_by_sqlite_where_it_can_and_other_formats_come_to_python(app: Realmem) -> None:
