@@ -101,13 +101,22 @@ def override(key: str, value: Any) -> None:
 
 
 def home_dir(explicit: str | Path | None = None) -> Path:
-    """REALMEM_HOME, default ``~/.pi/agent/realmem``."""
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    env = os.environ.get("REALMEM_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    return Path.home() / ".pi" / "agent" / "realmem"
+    """REALMEM_HOME, default ``~/.pi/agent/realmem``.  One that cannot name a directory (a
+    symlink loop, bytes that are not UTF-8) is a usage error here, not a traceback later."""
+    raw = explicit or os.environ.get("REALMEM_HOME")
+    try:
+        home = Path(raw).expanduser().resolve() if raw else Path.home() / ".pi" / "agent" / "realmem"
+        str(home).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"the realmem home {_shown(str(raw or Path.home()))} is not valid UTF-8") from None
+    except (RuntimeError, OSError) as exc:  # pathlib (3.11) reports a symlink loop as RuntimeError
+        raise UsageError(f"the realmem home {_shown(str(raw))} cannot be used: {exc}") from None
+    return home
+
+
+def _shown(text: str) -> str:
+    """``text`` printable whatever it holds (undecodable bytes arrive as lone surrogates)."""
+    return ascii(text)[1:-1][:200]
 
 
 def env_name(key: str) -> str:
@@ -167,19 +176,33 @@ def check(key: str, value: Any) -> Any:
         ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
         want = "a list of strings"
     else:
-        ok = isinstance(value, str) and "\x00" not in value
-        want = "a string"
+        ok = isinstance(value, str) and "\x00" not in value and _utf8(value)
+        want = "a string of valid UTF-8"
     if not ok:
-        raise ConfigError(f"{key} must be {want}, not {json.dumps(value, default=str)[:80]}")
+        shown = "" if key in SECRET_KEYS else f", not {json.dumps(value, default=str)[:80]}"  # never a key
+        raise ConfigError(f"{key} must be {want}{shown}")
     if key in UNIT_KEYS and not 0 <= value <= 1:
         raise ConfigError(f"{key} must be between 0 and 1, not {value}")
     return value
 
 
-def resolve_secret(value: str) -> str:
-    """``$VAR`` / ``env:VAR`` -> the variable's value (empty if unset); anything else as is."""
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8, passed on as lone surrogates
+        return False
+    return True
+
+
+def resolve_secret(value: str, origin: str = "the key") -> str:
+    """``$VAR`` / ``env:VAR`` -> the variable's value (empty if unset); anything else as is.
+    A key goes into an HTTP header, which carries printable ASCII only: anything else is
+    refused here, naming where it came from (``origin``, or the variable) and never the value."""
     var = secret_var(value)
-    return value if var is None else os.environ.get(var, "")
+    out = value if var is None else os.environ.get(var, "")
+    if not out.isascii() or any(c < " " or c == "\x7f" for c in out):
+        raise ConfigError(f"{var or origin} holds characters an HTTP header cannot carry (only printable ASCII)")
+    return out
 
 
 class Config:
@@ -226,7 +249,7 @@ class Config:
 
     def secret(self, key: str) -> str:
         """A key setting with $VAR / env:VAR resolved."""
-        return resolve_secret(str(self.get(key) or ""))
+        return resolve_secret(str(self.get(key) or ""), env_name(key) if self.source(key) == "env" else key)
 
     def key_advice(self, key: str) -> str:
         """What to check when the server refuses the key in setting ``key`` (401): the setting's

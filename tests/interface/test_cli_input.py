@@ -74,3 +74,46 @@ def test_the_core_refuses_nul_and_lone_surrogates_from_any_entry_point(home: Pat
             with pytest.raises(RealmemError, match="NUL|surrogate"):
                 memories.add(app, caption, content, store=store, stored_paths=stored, source="add")
         assert app.memories() == []
+
+
+def _run_env(cwd: Path, extra: dict[bytes, bytes], *args: bytes) -> subprocess.CompletedProcess[bytes]:
+    """The CLI with environment variables given as bytes (undecodable ones included)."""
+    env = {k.encode(): v.encode() for k, v in os.environ.items()}
+    env.update({b"REALMEM_WORKER_AUTOSTART": b"0", **extra})
+    return subprocess.run([sys.executable.encode(), b"-m", b"realmem.interface.cli", *args], capture_output=True,
+                          env=env, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("kind", ["symlink loop", "not UTF-8"])
+def test_a_realmem_home_that_cannot_be_used_is_a_usage_error(tmp_path: Path, repo: Path, kind: str) -> None:
+    if kind == "symlink loop":
+        (tmp_path / "a").symlink_to(tmp_path / "b")
+        (tmp_path / "b").symlink_to(tmp_path / "a")
+        home = str(tmp_path / "a").encode()
+    else:
+        home = str(tmp_path).encode() + b"/h\xff"
+    out = _run_env(repo, {b"REALMEM_HOME": home}, b"status")
+    assert out.returncode == 2, out.stderr
+    assert b"Traceback" not in out.stderr and b"realmem home" in out.stderr
+    assert (b"Symlink loop" if kind == "symlink loop" else b"not valid UTF-8") in out.stderr
+
+
+def test_settings_from_the_environment_that_are_not_utf8_are_usage_errors_that_never_show_a_key(
+        home: Path, repo: Path) -> None:
+    out = _run_env(repo, {b"REALMEM_HOME": str(home).encode(), b"REALMEM_SEMIF_URL": b"http://127.0.0.1:9/\xff"},
+                   b"remember", b"--caption", b"Use uv", b"--content", b"Run uv sync.")
+    assert out.returncode == 2 and b"Traceback" not in out.stderr and b"REALMEM_SEMIF_URL" in out.stderr, out.stderr
+    secret = "sk-" + os.urandom(12).hex()  # made at test time: no literal key in the repository
+    for raw in (secret.encode() + b"\xff", secret.encode() + "\u00e9".encode(), secret.encode() + b"\n"):
+        out = _run_env(repo, {b"REALMEM_HOME": str(home).encode(), b"REALMEM_SEMIF_URL": b"http://127.0.0.1:9",
+                              b"REALMEM_SEMIF_KEY": raw},
+                       b"remember", b"--caption", b"Use uv", b"--content", b"Run uv sync.")
+        assert out.returncode == 2 and b"Traceback" not in out.stderr, out.stderr
+        assert b"REALMEM_SEMIF_KEY" in out.stderr and secret.encode() not in out.stderr + out.stdout
+    # A key named by reference ($VAR) is refused naming the variable it came from.
+    out = _run_env(repo, {b"REALMEM_HOME": str(home).encode(), b"REALMEM_SEMIF_URL": b"http://127.0.0.1:9",
+                          b"REALMEM_SEMIF_KEY": b"$MY_SEMIF_KEY", b"MY_SEMIF_KEY": secret.encode() + b"\t"},
+                   b"remember", b"--caption", b"Use uv", b"--content", b"Run uv sync.")
+    assert out.returncode == 2 and b"MY_SEMIF_KEY holds characters" in out.stderr, out.stderr
+    assert secret.encode() not in out.stderr + out.stdout
+    assert not list(repo.glob(".pi/realmem/*.md"))
