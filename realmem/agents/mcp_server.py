@@ -3,7 +3,8 @@
 Built on the official ``mcp`` SDK (``MCPServer``).  The five tools carry the Pi tools' names,
 parameters and descriptions (extensions/realmem/tools.ts; a test keeps the two in step) and
 call the same functions as the rpc child (``realmem.interface.tools``).  The project is the client's
-first ``file://`` root, or the server's cwd when the client offers none.  Events name the
+first ``file://`` root (asked again after ``notifications/roots/list_changed``), or the
+server's cwd when the client offers none.  Events name the
 agent as actor: ``<client name>/<client version>`` from initialize, plus ``#<session>`` when
 the client gives a session id, so ``realmem audit`` tells which agent wrote what.
 """
@@ -20,7 +21,7 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, NotificationParams, TextContent
 from pydantic import Field
 
 from realmem import __version__, errors, logs
@@ -135,6 +136,15 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
             backend.project = await _client_root(ctx) or backend.cwd
             logger.info("mcp.project", project=str(backend.project))
         return backend.project
+
+    async def roots_changed(ctx: Any, params: NotificationParams) -> None:
+        """The client opened another workspace: the next call asks for its roots again."""
+        backend.project = None
+
+    # MCPServer has no public way to take a notification; its low-level server has (pinned by
+    # test_mcp's roots test, so an SDK that moves it fails there).
+    server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams,
+                                                     roots_changed)
 
     async def call(ctx: Context, tool: str, fn: Callable[[Realmem], dict[str, Any]]) -> CallToolResult:
         """The tool's text, or a tool error with the message the Pi adapter shows (returned,

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,27 @@ def test_stderr_carries_no_info_logs(env: dict[str, str], semif: FakeSystemOne, 
     assert not any(r.is_error for r in results)
     assert "mkdocs" in text_of(results[1])
     assert errlog.read_text(encoding="utf-8") == ""
+
+
+def test_a_roots_change_moves_the_server_to_the_new_workspace(env: dict[str, str], repo: Path, tmp_path: Path) -> None:
+    """A client that opens another workspace says so (notifications/roots/list_changed): the
+    next call works in the new project, not the one the first call found."""
+    other = make_repo(tmp_path / "other")
+    roots = [repo]
+
+    async def body(s: ClientSession) -> list[str]:
+        seen = [text_of(await s.call_tool("realmem_status", {}))]
+        roots[:] = [other]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # roots are deprecated in the newest protocol, still what clients send
+            await s.send_roots_list_changed()
+        # The SDK handles a notification on a task of its own: a call may overtake it.
+        for _ in range(20):
+            seen.append(text_of(await s.call_tool("realmem_status", {})))
+            if str(other) in seen[-1]:
+                break
+        return seen
+
+    seen = run_client(env, tmp_path, body, roots=roots, errlog=tmp_path / "mcp.log")
+    assert str(repo) in seen[0] and str(other) not in seen[0]
+    assert str(other) in seen[-1]
