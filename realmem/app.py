@@ -18,10 +18,12 @@ writes nothing, and the file projection's position is recorded only for files wr
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 import attrs
@@ -33,28 +35,38 @@ from realmem.config import Config, home_dir
 from realmem.errors import ChangedMeanwhile, LeaseLost, NotFound, RealmemError
 from realmem.events import log
 from realmem.events import types as ev
-from realmem.events.types import Envelope, Key
+from realmem.events.types import Key
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import GLOBAL, Project, detect, store_kind
 from realmem.projections import files, queries, tables
-from realmem.projections.projector import FILES, TABLE_ONLY, FileProjector, advance, position
-from realmem.projections.state import SMALL_TABLES, Memory, State, apply
+from realmem.projections.projector import FILES, FileProjector, advance, position, table_only
+from realmem.projections.state import Memory, State, apply, small_tables
 from realmem.logs import get_logger
+
+if TYPE_CHECKING:
+    from realmem.events.types import Envelope
 
 logger = get_logger("realmem")
 
 ESCAPE_MEMO_SECONDS = 1.0  # a symlink swapped under a running process is noticed this soon
 
-# TABLE_ONLY events (the projector's: they never change a memory's text or location) need the
+# table_only() events (the projector's: they never change a memory's text or location) need the
 # SQLite write transaction but not the lease lock that orders fact-file writes.  Queue
 # bookkeeping must be among them: a candidate is queued precisely when that lock is busy.
 
-# Events that change an existing memory: refused when the memory is gone by the time they
-# are appended (a forget won the race), so they never bring it back.
-NEEDS_MEMORY = (ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryForgotten)
-# Events that only add to a memory's counters: appended with one UPDATE per memory instead of
-# a load/apply/save pass over its whole row (a recall hit is written on every recall).
-COUNTS_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced)
+
+@functools.cache
+def needs_memory() -> tuple[type[ev.Event], ...]:
+    """Events that change an existing memory: refused when the memory is gone by the time they
+    are appended (a forget won the race), so they never bring it back."""
+    return ev.MemoryEdited, ev.MemoryMoved, ev.MemoryApproved, ev.MemoryForgotten
+
+
+@functools.cache
+def counts_only() -> tuple[type[ev.Event], ...]:
+    """Events that only add to a memory's counters: appended with one UPDATE per memory instead
+    of a load/apply/save pass over its whole row (a recall hit is written on every recall)."""
+    return ev.RecallHit, ev.PathNotesShown, ev.Reinforced
 
 
 class WriteBusy(RealmemError, LockTimeout):
@@ -238,9 +250,9 @@ class Realmem:
         events = list(events)
         if not events:
             return []
-        if expect is None and not seen and all(isinstance(e, COUNTS_ONLY) for e in events):
+        if expect is None and not seen and all(isinstance(e, counts_only()) for e in events):
             return self._append_counts(events)
-        if all(isinstance(e, TABLE_ONLY) for e in events):
+        if all(isinstance(e, table_only()) for e in events):
             return self._append_and_apply(events, seen=seen)[0]
         self._refuse_escaped(events)
         with self.write_lease(lock_timeout):
@@ -256,7 +268,7 @@ class Realmem:
         """No change to a memory of a refused store (``store_escape``): its file could not be
         written, so the change would be undone by the next scan once the store is fixed."""
         for e in events:
-            if isinstance(e, TABLE_ONLY):
+            if isinstance(e, table_only()):
                 continue
             for store, _ in e.keys():
                 if (escape := self.store_escape(store)) is not None:
@@ -296,7 +308,7 @@ class Realmem:
             logger.info("files.heal_deferred", reason="write lease busy")
 
     def _append_counts(self, events: list[ev.Event]) -> list[Envelope]:
-        """``_append_and_apply`` for COUNTS_ONLY events: what ``state.apply`` does to them (add
+        """``_append_and_apply`` for counts_only() events: what ``state.apply`` does to them (add
         one to a counter of each memory that exists), written straight to the counters table."""
         with db.transaction(self.conn):
             self._catch_up_tables()
@@ -346,7 +358,7 @@ class Realmem:
         small: set[str] = set()
         for e in events:
             keys.update(e.keys())
-            small.update(name for name, types in SMALL_TABLES.items() if isinstance(e, types))
+            small.update(name for name, types in small_tables().items() if isinstance(e, types))
         expect = dict(expect or {})
         with db.transaction(self.conn):
             # The fence is read in this transaction, so no takeover can slip in before the commit.
@@ -366,7 +378,7 @@ class Realmem:
             faults.point("before-commit")
             files_current = self.projection_seq(FILES) >= self.projection_seq("tables")
             advance(self.conn, "tables", envs[-1].seq)
-            if files_current and all(isinstance(e, TABLE_ONLY) for e in events):
+            if files_current and all(isinstance(e, table_only()) for e in events):
                 advance(self.conn, FILES, envs[-1].seq)  # nothing for the file step to do
         if "stores" in small:
             self.load_store_dirs()
@@ -389,7 +401,7 @@ class Realmem:
             return
         for env in log.read(self.conn, done):
             keys = set(env.event.keys())
-            small = {n for n, t in SMALL_TABLES.items() if isinstance(env.event, t)}
+            small = {n for n, t in small_tables().items() if isinstance(env.event, t)}
             state = tables.load(self.conn, keys, small)
             apply(state, env)
             tables.save(self.conn, state, keys, small)
@@ -432,7 +444,7 @@ class Realmem:
 
 def _check_version(state: State, e: ev.Event, expect: dict[Key, int]) -> None:
     """Refuse an event decided on a version of its memory that is no longer current."""
-    if not isinstance(e, NEEDS_MEMORY):
+    if not isinstance(e, needs_memory()):
         return
     key = (e.store, e.id)
     current = state.memories.get(key)

@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import apsw
 import orjson
 
-from realmem.events.types import Envelope, Event, from_payload, to_payload
+from realmem.events import types as ev
+
+if TYPE_CHECKING:
+    from realmem.events.types import Envelope, Event
 
 
 def now_iso() -> str:
@@ -25,7 +29,7 @@ _INSERT = "INSERT INTO events(time, type, memory_id, store, pid, session, payloa
 
 
 def _row(event: Event, t: str, pid: int, session: str | None) -> tuple:
-    payload = orjson.dumps(to_payload(event), option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    payload = orjson.dumps(ev.to_payload(event), option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
     return t, event.TYPE, event.memory_id, event.store_id, pid, session, payload
 
 
@@ -33,7 +37,7 @@ def append(conn: apsw.Connection, event: Event, *, session: str | None = None, t
     t = time or now_iso()
     pid = os.getpid()
     conn.execute(_INSERT, _row(event, t, pid, session))
-    return Envelope(conn.last_insert_rowid(), t, pid, session, event)
+    return ev.Envelope(conn.last_insert_rowid(), t, pid, session, event)
 
 
 def append_many(conn: apsw.Connection, events: Sequence[Event], *, session: str | None = None) -> list[Envelope]:
@@ -41,13 +45,13 @@ def append_many(conn: apsw.Connection, events: Sequence[Event], *, session: str 
     t = now_iso()
     pid = os.getpid()
     seqs = [seq for (seq,) in conn.executemany(_INSERT + " RETURNING seq", [_row(e, t, pid, session) for e in events])]
-    return [Envelope(seq, t, pid, session, e) for seq, e in zip(seqs, events, strict=True)]
+    return [ev.Envelope(seq, t, pid, session, e) for seq, e in zip(seqs, events, strict=True)]
 
 
 def _envelope(row: tuple) -> Envelope:
     seq, t, type_name, pid, session, payload = row
     # orjson: decoding payloads is most of replay's fold time (the budget: >= 20k events/s).
-    return Envelope(seq, t, pid, session, from_payload(type_name, orjson.loads(payload)))
+    return ev.Envelope(seq, t, pid, session, ev.from_payload(type_name, orjson.loads(payload)))
 
 
 _COLS = "seq, time, type, pid, session, payload"

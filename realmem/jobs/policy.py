@@ -15,6 +15,7 @@ queued within a moment; a starting worker re-derives everything from the databas
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,10 +36,20 @@ if TYPE_CHECKING:
 logger = get_logger("realmem.jobs")
 
 POSITION = "jobs"
-# Events that can call for work: a memory's text or paths changed, or a candidate was queued.
-MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryMoved, ev.FileObserved)
-QUEUE_EVENTS = (ev.CandidateQueued, ev.CandidateRetried)
-_TYPES = tuple(cls.TYPE for cls in MEMORY_EVENTS + QUEUE_EVENTS)
+
+
+@functools.cache
+def _queue_events() -> tuple[type[ev.Event], ...]:
+    return ev.CandidateQueued, ev.CandidateRetried
+
+
+# The stored type names of the events that can call for work: a memory's text or paths changed,
+# or a candidate was queued.  Names, not classes: every command asks whether its events call for
+# work, and most append none, so the event classes need not be made (test_policy checks them).
+WORK_TYPES = ("memory_added", "memory_edited", "memory_moved", "file_observed", "candidate_queued",
+              "candidate_retried")
+
+
 KINDS = ("embed", "urgency", "retry")
 # Events that call for nothing (a path note shown after every tool call) move the position only
 # now and then, so following after each call stays a read.
@@ -71,7 +82,7 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
     for e in events:
         if wanted == possible:
             break
-        if isinstance(e, QUEUE_EVENTS):
+        if isinstance(e, _queue_events()):
             if config["semif.url"]:
                 wanted.add("retry")
             continue
@@ -94,15 +105,15 @@ def follow(conn: apsw.Connection, home: Path, config: Config) -> set[str]:
     since, until = position(conn), log.last_seq(conn)
     if until <= since:
         return set()
-    relevant = conn.execute(f"SELECT 1 FROM events WHERE seq > ? AND type IN ({','.join('?' * len(_TYPES))}) "
-                            "LIMIT 1", (since, *_TYPES)).fetchone()
+    relevant = conn.execute(f"SELECT 1 FROM events WHERE seq > ? AND type IN ({','.join('?' * len(WORK_TYPES))}) "
+                            "LIMIT 1", (since, *WORK_TYPES)).fetchone()
     if relevant is None and until - since < ADVANCE_AFTER:
         return set()
     with db.transaction(conn):
         since, until = position(conn), log.last_seq(conn)  # again: another process may have followed
         # Streamed, and not read at all when no endpoint is configured: a first follow after a
         # large import would otherwise decode every fact of the log at once.
-        events = (env.event for env in log.read(conn, since, until=until, types=_TYPES)) \
+        events = (env.event for env in log.read(conn, since, until=until, types=WORK_TYPES)) \
             if possible_work(config) else iter(())
         wanted = work_for(conn, config, events)
         for kind in KINDS:

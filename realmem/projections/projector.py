@@ -14,6 +14,7 @@ name survives), and the ``files`` position is recorded only once every file is w
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -33,11 +34,15 @@ from realmem.storage.lock import LeaseLock
 
 logger = get_logger("realmem")
 
-# Events that never change a memory's text or location: they only touch tables, so the file
-# step has nothing to do for them.
-TABLE_ONLY = (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued,
-              ev.CandidateRetried, ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported,
-              ev.ImportStarted, ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
+
+@functools.cache
+def table_only() -> tuple[type[ev.Event], ...]:
+    """Events that never change a memory's text or location: they only touch tables, so the
+    file step has nothing to do for them.  (A function, like the other event-class sets: the
+    classes are made on first use, ``events/types.py``.)"""
+    return (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued, ev.CandidateRetried,
+            ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported, ev.ImportStarted,
+            ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
 
 FILES = "files"  # the file projection's row in projection_state
 # A file stamp this recent may hide a change written within the same clock tick (the scan's
@@ -201,7 +206,7 @@ class FileProjector:
             return
         keys: set[Key] = set()
         for env in log.read(self.conn, done, until=upto):
-            if not isinstance(env.event, TABLE_ONLY):  # these never touch files
+            if not isinstance(env.event, table_only()):  # these never touch files
                 keys.update(env.event.keys())
         # Many files (a lagging log) are flushed once before the position moves, as ``apply`` does.
         durable = len(keys) <= BATCH_FSYNC

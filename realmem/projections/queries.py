@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import apsw
 
-from realmem.events.types import Key, PathsChecked
+from realmem.events import types as ev
+from realmem.events.types import Key
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, STORE_WIDE_PATHS, memory_from_row, rows_by_key
 
@@ -148,7 +149,7 @@ def flags_differ(conn: apsw.Connection, expected: Mapping[tuple[str, str], Mappi
 
 def last_paths_check(conn: apsw.Connection) -> int:
     """The seq of the newest PathsChecked event (through the events' type index), 0 if none."""
-    return conn.execute("SELECT max(seq) FROM events WHERE type=?", (PathsChecked.TYPE,)).fetchone()[0] or 0
+    return conn.execute("SELECT max(seq) FROM events WHERE type=?", (ev.PathsChecked.TYPE,)).fetchone()[0] or 0
 
 
 def suggested_path(conn: apsw.Connection, key: tuple[str, str], path: str) -> tuple[str | None] | None:

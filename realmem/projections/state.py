@@ -7,13 +7,17 @@ disagree.  Tables mirror these dicts one to one (``projections/tables.py``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from realmem.events import types as ev
-from realmem.events.types import Envelope, Key, content_hash, record_repr
+from realmem.events.types import Key, content_hash, record_repr
+
+if TYPE_CHECKING:
+    from realmem.events.types import Envelope
 
 
 @attrs.define(repr=False)
@@ -289,40 +293,45 @@ def _audit_only(state: State, e: ev.Event, env: Envelope) -> None:
     """Decided and ImportStarted are audit records: they change no projection."""
 
 
-REDUCERS: dict[type[ev.Event], Callable[[State, Any, Envelope], None]] = {
-    ev.MemoryAdded: _written,
-    ev.MemoryEdited: _written,
-    ev.MemoryForgotten: _forgotten,
-    ev.MemoryMoved: _moved,
-    ev.FileObserved: _observed,
-    ev.FileProblem: _file_problem,
-    ev.MemoryApproved: _approved,
-    ev.Reinforced: _reinforced,
-    ev.RecallHit: _recalled,
-    ev.PathNotesShown: _notes_shown,
-    ev.UrgencyJudged: _urgency_judged,
-    ev.PathsChecked: _paths_checked,
-    ev.StoreRegistered: _store_registered,
-    ev.CandidateQueued: _queued,
-    ev.CandidateRetried: _retried,
-    ev.CandidateMoved: _candidate_moved,
-    ev.CandidateDone: _done,
-    ev.ContextImported: _imported,
-    ev.Decided: _audit_only,
-    ev.ImportStarted: _audit_only,
-}
+@functools.cache
+def reducers() -> dict[type[ev.Event], Callable[[State, Any, Envelope], None]]:
+    """Each event type's reducer (a function: the event classes are made on first use)."""
+    return {
+        ev.MemoryAdded: _written,
+        ev.MemoryEdited: _written,
+        ev.MemoryForgotten: _forgotten,
+        ev.MemoryMoved: _moved,
+        ev.FileObserved: _observed,
+        ev.FileProblem: _file_problem,
+        ev.MemoryApproved: _approved,
+        ev.Reinforced: _reinforced,
+        ev.RecallHit: _recalled,
+        ev.PathNotesShown: _notes_shown,
+        ev.UrgencyJudged: _urgency_judged,
+        ev.PathsChecked: _paths_checked,
+        ev.StoreRegistered: _store_registered,
+        ev.CandidateQueued: _queued,
+        ev.CandidateRetried: _retried,
+        ev.CandidateMoved: _candidate_moved,
+        ev.CandidateDone: _done,
+        ev.ContextImported: _imported,
+        ev.Decided: _audit_only,
+        ev.ImportStarted: _audit_only,
+    }
 
 
 def apply(state: State, env: Envelope) -> None:
     """Fold one event into ``state``, through the reducer of its type.  Must stay pure and
     deterministic: replay depends on it."""
-    REDUCERS[type(env.event)](state, env.event, env)
+    reducers()[type(env.event)](state, env.event, env)
 
 
-# Which small, whole-table parts of the state an event type can change.
-SMALL_TABLES: dict[str, tuple[type[ev.Event], ...]] = {
-    "stores": (ev.StoreRegistered,),
-    "pending": (ev.CandidateQueued, ev.CandidateRetried, ev.CandidateMoved, ev.CandidateDone),
-    "imported": (ev.ContextImported,),
-    "problems": (ev.FileProblem, ev.FileObserved, ev.MemoryAdded, ev.MemoryEdited),
-}
+@functools.cache
+def small_tables() -> dict[str, tuple[type[ev.Event], ...]]:
+    """Which small, whole-table parts of the state an event type can change."""
+    return {
+        "stores": (ev.StoreRegistered,),
+        "pending": (ev.CandidateQueued, ev.CandidateRetried, ev.CandidateMoved, ev.CandidateDone),
+        "imported": (ev.ContextImported,),
+        "problems": (ev.FileProblem, ev.FileObserved, ev.MemoryAdded, ev.MemoryEdited),
+    }

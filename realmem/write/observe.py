@@ -552,15 +552,17 @@ def attach(app: Realmem, *, scan: bool = True) -> Realmem:
 
 def register_stores(app: Realmem) -> None:
     """Make sure the stores visible from cwd are registered with their current dirs."""
-    wanted = [ev.StoreRegistered(GLOBAL, "global", str(app.home / "global"))]
+    # (store, kind, dir, project key, root): events are made only for what changed (making the
+    # event classes is a tenth of a read-only command's start-up).
+    wanted: list[tuple[str, str, str, str | None, str | None]] = [
+        (GLOBAL, "global", str(app.home / "global"), None, None)]
     p = app.project
     if p is not None:
-        wanted.append(ev.StoreRegistered(p.shared_store, "shared", str(p.shared_dir), p.key, str(p.root)))
-        personal_dir = app.home / "personal" / p.key
-        wanted.append(ev.StoreRegistered(p.personal_store, "personal", str(personal_dir), p.key, str(p.root)))
+        wanted.append((p.shared_store, "shared", str(p.shared_dir), p.key, str(p.root)))
+        wanted.append((p.personal_store, "personal", str(app.home / "personal" / p.key), p.key, str(p.root)))
     app.load_store_dirs()
     known = queries.store_registrations(app.conn)
-    new = [e for e in wanted if known.get(e.store) != (e.kind, e.dir, e.project_key, e.root)]
+    new = [ev.StoreRegistered(*w) for w in wanted if known.get(w[0]) != w[1:]]
     if new:
         app.emit(new)
     if p is not None:

@@ -136,3 +136,10 @@ def test_a_process_with_a_huey_counts_through_it_never_through_a_second_sqlite(a
     assert tasks(app) == 2 and "queue.sqlite" not in opened
     queue._HUEYS.clear()  # a process that never sent a wake-up (`realmem status`)
     assert tasks(app) == 2 and opened.count("queue.sqlite") == 1
+
+
+def test_the_event_names_that_call_for_work_are_those_of_their_classes() -> None:
+    """The policy names the events it follows by their stored type (so a command that appends
+    none never makes the event classes): the names must be those classes'."""
+    assert policy.WORK_TYPES == tuple(cls.TYPE for cls in (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryMoved,
+                                                            ev.FileObserved, ev.CandidateQueued, ev.CandidateRetried))

@@ -8,7 +8,7 @@ import attrs
 
 from realmem.events import types as ev
 from realmem.events.types import Envelope, Fields, Key, content_hash
-from realmem.projections.state import (REDUCERS, Counter, Imported, Memory, Pending, Problem, State, Store,
+from realmem.projections.state import (reducers, Counter, Imported, Memory, Pending, Problem, State, Store,
                                        Urgency, apply)
 
 S, T, ID = "shared:git-abc", "personal:git-abc", "AZJrPlwafS-aSxwtPk9aaw"
@@ -44,7 +44,7 @@ def folded(state: State, event: ev.Event, seq: int = 7) -> State:
 
 
 def test_every_event_type_has_a_reducer() -> None:
-    assert set(REDUCERS) == set(ev.TYPES.values())
+    assert set(reducers()) == set(ev.TYPES.values())
 
 
 def test_added() -> None:
