@@ -15,7 +15,6 @@ queued within a moment; a starting worker re-derives everything from the databas
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,11 +35,6 @@ if TYPE_CHECKING:
 logger = get_logger("realmem.jobs")
 
 POSITION = "jobs"
-
-
-@functools.cache
-def _queue_events() -> tuple[type[ev.Event], ...]:
-    return ev.CandidateQueued, ev.CandidateRetried
 
 
 # The stored type names of the events that can call for work: a memory's text or paths changed,
@@ -82,7 +76,7 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
     for e in events:
         if wanted == possible:
             break
-        if isinstance(e, _queue_events()):
+        if isinstance(e, (ev.CandidateQueued, ev.CandidateRetried)):
             if config["semif.url"]:
                 wanted.add("retry")
             continue
