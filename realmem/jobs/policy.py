@@ -35,15 +35,11 @@ if TYPE_CHECKING:
 logger = get_logger("realmem.jobs")
 
 POSITION = "jobs"
-
-
 # The stored type names of the events that can call for work: a memory's text or paths changed,
 # or a candidate was queued.  Names, not classes: every command asks whether its events call for
 # work, and most append none, so the event classes need not be made (test_policy checks them).
 WORK_TYPES = ("memory_added", "memory_edited", "memory_moved", "file_observed", "candidate_queued",
               "candidate_retried")
-
-
 KINDS = ("embed", "urgency", "retry")
 # Events that call for nothing (a path note shown after every tool call) move the position only
 # now and then, so following after each call stays a read.

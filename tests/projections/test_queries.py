@@ -281,8 +281,8 @@ def test_session_start_reads_of_path_scoped_memories_never_read_the_memories_tab
 
 def test_replay_finds_the_files_it_can_trust_from_an_index_not_the_memory_rows(app: Realmem) -> None:
     """Before a rebuild, replay reads each memory's file name and last event beside the file's
-    recorded stamp: from the memories_scope index, never every fact's text (100k memories:
-    1.1 -> 0.6 s)."""
+    recorded stamp: from the memories_scope index, never every fact's text (130k memories:
+    1.1-1.6 -> 0.6-0.7 s)."""
     store = app.store_for_scope("shared")
     m = memories.add(app, "Build notes", "About src/a.py.", store=store, stored_paths=["src/a.py"], source="add")
     state = replay.fold(app.conn)[0]
