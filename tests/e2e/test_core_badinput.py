@@ -165,6 +165,34 @@ def test_duplicate_ids_keep_the_first_and_report_the_second(home: Path, repo: Pa
         assert len(problem_events(app)) == 2  # stable across opens
 
 
+def test_an_edited_file_taking_an_untouched_files_id_does_not_take_its_memory(home: Path, repo: Path,
+                                                                              store_dir: Path) -> None:
+    """A hand edit pastes another memory's id into a file that sorts before it: the untouched
+    file keeps its memory, the edited one is reported, and its own memory keeps its last good
+    version (as with a malformed file) until the file is fixed."""
+    with open_attached(home, repo) as app:
+        first = add(app, "Aardvark notes about tox", "tox -e py311")
+        second = add(app, "Zebra notes about nox", "nox -s tests")
+    assert first.file < second.file
+    edited = (store_dir / first.file).read_text(encoding="utf-8").replace(f"id: {first.id}", f"id: {second.id}")
+    edited = edited.replace("tox -e py311", "tox -e py311,py312")  # the size changes: the mtime may not
+    (store_dir / first.file).write_text(edited, encoding="utf-8")
+    with open_attached(home, repo) as app:
+        assert {f: p for f, (p, _, _) in problems(app).items()} == {first.file: "duplicate-id"}
+        kept = app.memory((second.store, second.id))
+        assert kept is not None and (kept.file, kept.caption) == (second.file, "Zebra notes about nox")
+        assert (store_dir / second.file).read_text(encoding="utf-8") == kept.text
+        last_good = app.memory((first.store, first.id))
+        assert last_good is not None and (last_good.file, last_good.content) == (first.file, "tox -e py311")
+        assert replay.check(app).differences == [f"file differs from the log: {store_dir / first.file}"]
+    (store_dir / first.file).write_text(edited.replace(f"id: {second.id}", f"id: {first.id}"), encoding="utf-8")
+    with open_attached(home, repo) as app:
+        assert problems(app) == {}
+        fixed = app.memory((first.store, first.id))
+        assert fixed is not None and fixed.content == "tox -e py311,py312"
+        assert replay.check(app).differences == []
+
+
 def test_unreadable_file_is_reported_and_skipped(home: Path, repo: Path, store_dir: Path) -> None:
     with open_attached(home, repo) as app:
         good = add(app, "Good fact about helm", "helm upgrade --install")

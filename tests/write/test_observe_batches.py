@@ -181,11 +181,9 @@ def test_a_file_changed_after_the_first_read_is_read_again(tmp_path: Path) -> No
     path = d / "fact.md"
     path.write_text("first text\n", encoding="utf-8")
     texts: dict[tuple[str, int, int, int], str] = {}
-    entry = next(e for e in os.scandir(d))
-    assert observe._read_regular(entry, d, None, texts)[1] == "first text\n"
+    assert observe._read_regular(d, "fact.md", d, None, texts)[1] == "first text\n"
     path.write_text("the second, longer text\n", encoding="utf-8")
-    entry = next(e for e in os.scandir(d))
-    assert observe._read_regular(entry, d, None, texts)[1] == "the second, longer text\n"
+    assert observe._read_regular(d, "fact.md", d, None, texts)[1] == "the second, longer text\n"
 
 
 def test_a_secret_in_a_pulled_file_is_quarantined_in_a_batch(home: Path, repo: Path) -> None:
@@ -273,6 +271,7 @@ def test_a_pull_of_facts_with_ids_flushes_nothing_and_hand_written_ones_are_flus
         assert len(observe.scan_stores(app)) == 40
     assert flushes == [sorted(f"bare-{i}.md" for i in range(40))]
     assert all(files.parse((d / f"bare-{i}.md").read_text(encoding="utf-8")).id for i in range(40))
+    monkeypatch.setattr(observe, "EMIT_BATCH", 100)  # fewer files than flush_written's os.sync threshold
     count = observe.EMIT_BATCH * 2 + 10  # three batches
     pull(d, count, tag="many", every_bare=1)
     with observe.open_attached(home, repo, scan=False) as app:
