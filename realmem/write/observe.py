@@ -12,7 +12,6 @@ store to its git key, and scan for outside changes.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -30,12 +29,11 @@ from realmem.events.log import now_iso
 from realmem.projections import files
 from realmem.projections.projector import FILES
 from realmem.storage import db, fsutil
-from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
 from realmem.storage.lock import LockTimeout
 from realmem.logs import get_logger
 from realmem.stores import ids
 from realmem.stores.project import GLOBAL, Project
-from realmem.write import memories
+from realmem.write import factfiles, memories
 from realmem.projections import queries
 
 logger = get_logger("realmem.write.observe")
@@ -241,7 +239,7 @@ class _Reads:
     (name, inode, mtime, size), and the parse and safety verdict of each text."""
 
     def __init__(self) -> None:
-        self.texts: dict[tuple[str, int, int, int], str] = {}
+        self.texts: factfiles.Texts = {}
         self.parsed: dict[str, files.Parsed | files.FactFileError] = {}
         self.quarantine: dict[tuple[str, str], str | None] = {}
 
@@ -261,11 +259,18 @@ class _Reads:
         """Why the fact is quarantined (the safety scan's reason), or None."""
         key = (caption, content)
         if key not in self.quarantine:
-            from realmem.gate.safety import scan_memory  # lazily: its rules are costly to load, most scans read no file
-
-            result, _, _ = scan_memory(caption, content)
-            self.quarantine[key] = None if result.ok else result.reason()
+            self.quarantine[key] = factfiles.quarantine_reason(caption, content)
         return self.quarantine[key]
+
+    def take(self, name: str, found: factfiles.Found) -> None:
+        """What a helper found for the file ``name``."""
+        if found is None:
+            return
+        ino, mtime_ns, size, text, parsed, quarantine = found
+        self.texts[(name, ino, mtime_ns, size)] = text
+        if parsed is not None:
+            self.parsed[text] = parsed
+            self.quarantine[(parsed.caption, parsed.content)] = quarantine
 
 
 def _scan_store(app: Realmem, store: str,
@@ -274,7 +279,6 @@ def _scan_store(app: Realmem, store: str,
     d = app.store_dir(store)
     known = queries.memory_files(app.conn, store)  # id -> file name; a text is read only to compare
     by_file = {f: mem_id for mem_id, f in known.items()}
-    stats = queries.file_stats(app.conn, store)
     problems, kinds = {}, {}
     for name, (digest, kind) in queries.file_problems(app.conn, store).items():
         problems[name], kinds[name] = digest, kind
@@ -283,26 +287,6 @@ def _scan_store(app: Realmem, store: str,
     fine: set[str] = set()  # names that read as a fact this time
     new_stats: dict[str, tuple[int, int] | None] = {}
     on_disk: set[ev.Key] = set()
-    escape = app.store_escape(store)
-    if escape is not None:
-        # Nothing there is read; its memories keep their last projected state.
-        if problems.get("") != _digest(escape):
-            logger.warning("store refused", store=store, reason=escape)
-            events.append(ev.FileProblem(store, "", "store-escape", escape, None, _digest(escape)))
-        return events, new_stats, on_disk
-    try:
-        listed = [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
-        unchanged = _unchanged_files(d, [n for n in listed if n in by_file], stats)
-    except (FileNotFoundError, NotADirectoryError):
-        listed, unchanged = [], set()
-    except OSError as exc:  # a loop, no permission: report it and keep every memory as it was
-        message = f"cannot list {d}: {exc.strerror}"
-        if problems.get("") != _digest(message):
-            events.append(ev.FileProblem(store, "", "unreadable", message, None, _digest(message)))
-        logger.warning("store unreadable", store=store, error=message)
-        return events, new_stats, on_disk
-    root = Path(os.path.realpath(d))
-    names = set(listed)
 
     def problem(name: str, kind: str, message: str, line: int | None, digest: str) -> None:
         if problems.get(name) != digest:
@@ -320,8 +304,8 @@ def _scan_store(app: Realmem, store: str,
     def one(name: str) -> None:
         mem_id = by_file.get(name)
         try:
-            st, text = _read_regular(d, name, root, None if mem_id is None else stats.get(name), reads.texts)
-        except _BadFile as bad:
+            st, text = factfiles.read(where, name, root, None if mem_id is None else stats.get(name), reads.texts)
+        except factfiles.BadFile as bad:
             problem(name, bad.kind, bad.describe(name), bad.line, _digest(bad.describe(name)))
             if mem_id is not None and bad.kind not in ("symlink-escape", "not-a-file"):
                 seen_ids[mem_id] = name  # keep the last good version
@@ -379,22 +363,52 @@ def _scan_store(app: Realmem, store: str,
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
 
-    # Most of a full scan: the files realmem wrote or read, untouched since.  Each holds its own
-    # memory's id, so they take their ids first; then the others, known files first, by name.
-    for name in unchanged:
-        seen_ids[by_file[name]] = name
-    fine.update(unchanged)
-    for name in (*sorted(n for n in listed if n in by_file and n not in unchanged),
-                 *sorted(n for n in listed if n not in by_file)):
-        try:
-            one(name)
-        except Exception as exc:  # one file must never stop the others or the command
-            logger.exception("fact file scan failed", store=store, file=name)
-            problem(name, "unreadable", f"{name}: cannot be read as a fact ({type(exc).__name__}: {exc})",
-                    None, _digest(repr(exc)))
-            mem_id = by_file.get(name)
-            if mem_id is not None:
-                seen_ids[mem_id] = name
+    escape = app.store_escape(store)
+    if escape is not None:
+        # Nothing there is read; its memories keep their last projected state.
+        if problems.get("") != _digest(escape):
+            logger.warning("store refused", store=store, reason=escape)
+            events.append(ev.FileProblem(store, "", "store-escape", escape, None, _digest(escape)))
+        return events, new_stats, on_disk
+    try:
+        listed = [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        listed = []
+    except OSError as exc:  # a loop, no permission: report it and keep every memory as it was
+        message = f"cannot list {d}: {exc.strerror}"
+        if problems.get("") != _digest(message):
+            events.append(ev.FileProblem(store, "", "unreadable", message, None, _digest(message)))
+        logger.warning("store unreadable", store=store, error=message)
+        return events, new_stats, on_disk
+    root = Path(os.path.realpath(d))
+    where = str(d)  # joined with each name: a Path converts itself every time
+    names = set(listed)
+    new = sorted(n for n in listed if n not in by_file)
+    # Many new files (a pull): a helper process reads them from the last one back, while this
+    # one reads the known files' stamps and then the new files from the first one on.  A second
+    # pass under the lease finds them all read.
+    with factfiles.Helper(d, () if reads.texts else new) as helper:
+        stats = queries.file_stats(app.conn, store)
+        unchanged = _unchanged_files(d, [n for n in listed if n in by_file], stats)
+
+        # Most of a full scan: the files realmem wrote or read, untouched since.  Each holds its
+        # own memory's id, so they take their ids first; then the others, known files first.
+        for name in unchanged:
+            seen_ids[by_file[name]] = name
+        fine.update(unchanged)
+        changed = sorted(n for n in listed if n in by_file and n not in unchanged)
+        for i, name in enumerate((*changed, *new)):
+            if i >= len(changed):
+                reads.take(name, helper.take(i - len(changed)))
+            try:
+                one(name)
+            except Exception as exc:  # one file must never stop the others or the command
+                logger.exception("fact file scan failed", store=store, file=name)
+                problem(name, "unreadable", f"{name}: cannot be read as a fact ({type(exc).__name__}: {exc})",
+                        None, _digest(repr(exc)))
+                mem_id = by_file.get(name)
+                if mem_id is not None:
+                    seen_ids[mem_id] = name
     for mem_id, name in known.items():
         if mem_id not in seen_ids:
             events.append(ev.FileObserved(store, mem_id, "deleted"))
@@ -416,7 +430,10 @@ def _unchanged_files(d: Path, names: list[str], stats: dict[str, tuple[int, int]
     ``stats`` recorded.  Each is stat'ed relative to the directory: the kernel resolves one
     name instead of the whole path (100k files: 0.32 -> 0.23 s)."""
     out: set[str] = set()
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return out  # each file is then read, and what is wrong reported, one by one
     try:
         for name in names:
             seen = stats.get(name)
@@ -431,67 +448,6 @@ def _unchanged_files(d: Path, names: list[str], stats: dict[str, tuple[int, int]
     finally:
         os.close(fd)
     return out
-
-
-class _BadFile(Exception):
-    """A directory entry that is not a readable fact file; ``kind`` is the FileProblem kind."""
-
-    def __init__(self, kind: str, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.kind, self.line = kind, line
-
-    def describe(self, name: str) -> str:
-        return f"{name}{'' if self.line is None else f' line {self.line}'} {self}"
-
-
-def _read_regular(d: Path, name: str, root: Path, known: tuple[int, int] | None,
-                  texts: dict[tuple[str, int, int, int], str]) -> tuple[os.stat_result, str | None]:
-    """(stat, text) of the store entry ``name`` in ``d``; text None when its (mtime, size) is
-    ``known`` (unchanged).  Its type is checked before anything is opened
-    (``fsutil.read_regular``).  ``texts``: what this scan already read, by (name, inode, mtime,
-    size); a text read here is added to it."""
-    path = os.path.join(d, name)
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
-    link = stat.S_ISLNK(st.st_mode)
-    if link:
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            what = "is a symlink loop" if exc.errno == errno.ELOOP else f"is a broken symlink ({exc.strerror})"
-            raise _BadFile("unreadable", f"{what}; ignored") from None
-        target = Path(os.path.realpath(path))
-        if not target.is_relative_to(root):
-            raise _BadFile("symlink-escape", f"links outside the store ({target}); ignored")
-    if not stat.S_ISREG(st.st_mode):
-        raise _BadFile("not-a-file", f"is {file_kind(st.st_mode)}, not a regular file; ignored")
-    if known == (st.st_mtime_ns, st.st_size):
-        return st, None
-    seen = texts.get((name, st.st_ino, st.st_mtime_ns, st.st_size))
-    if seen is not None:
-        return st, seen
-    if st.st_size > files.MAX_FILE_BYTES:
-        raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes ({st.st_size}); ignored")
-    try:
-        data = read_regular(path, limit=files.MAX_FILE_BYTES, follow=link, checked=True)  # stat'ed above
-    except NotRegularFile as exc:
-        raise _BadFile("not-a-file", f"{str(exc).removeprefix(path).strip()}; ignored") from None
-    except OSError as exc:
-        raise _BadFile("unreadable", f"cannot read: {exc.strerror}") from None
-    if len(data) > files.MAX_FILE_BYTES:
-        raise _BadFile("unreadable", f"is larger than {files.MAX_FILE_BYTES} bytes; ignored")
-    if b"\0" in data:
-        line = data[:data.index(b"\0")].count(b"\n") + 1
-        raise _BadFile("unreadable", "is a binary file (it holds NUL bytes), not a fact; ignored", line)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise _BadFile("unreadable", f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); ignored", line) from None
-    texts[(name, st.st_ino, st.st_mtime_ns, st.st_size)] = text
-    return st, text
 
 
 def _identify(app: Realmem, store: str, name: str, parsed: files.Parsed, old_id: str | None,

@@ -20,7 +20,7 @@ from conftest import fake_secret
 from realmem.events import types as ev
 from realmem.storage import db
 from realmem.stores import ids
-from realmem.write import observe
+from realmem.write import factfiles, observe
 from realmem.projections import files
 
 WAIT = 300
@@ -135,13 +135,13 @@ def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch
     d = shared_dir(home, repo)
     pull(d, 12, every_bare=4)
     reads: list[str] = []
-    real = observe.read_regular
+    real = factfiles.read_regular
 
     def counting(path: str, **kw: object) -> bytes:
         reads.append(os.path.basename(path))
         return real(path, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(observe, "read_regular", counting)
+    monkeypatch.setattr(factfiles, "read_regular", counting)
     with observe.open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 12
     assert sorted(reads) == sorted(f"pulled-{i}.md" for i in range(12))
@@ -181,9 +181,9 @@ def test_a_file_changed_after_the_first_read_is_read_again(tmp_path: Path) -> No
     path = d / "fact.md"
     path.write_text("first text\n", encoding="utf-8")
     texts: dict[tuple[str, int, int, int], str] = {}
-    assert observe._read_regular(d, "fact.md", d, None, texts)[1] == "first text\n"
+    assert factfiles.read(d, "fact.md", d, None, texts)[1] == "first text\n"
     path.write_text("the second, longer text\n", encoding="utf-8")
-    assert observe._read_regular(d, "fact.md", d, None, texts)[1] == "the second, longer text\n"
+    assert factfiles.read(d, "fact.md", d, None, texts)[1] == "the second, longer text\n"
 
 
 def test_a_secret_in_a_pulled_file_is_quarantined_in_a_batch(home: Path, repo: Path) -> None:
