@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fake_secret, make_repo
+from helpers.factreads import read_in_scan
 from realmem.projections import files
 from realmem.stores import ids
 from realmem.write import factfiles, observe
@@ -109,19 +110,6 @@ def two_pulls(tmp_path: Path) -> list[tuple[Path, Path]]:
             pull(app.store_dir(app.project.shared_store), 30, secret)  # type: ignore[union-attr]
         out.append((home, repo))
     return out
-
-
-def read_in_scan(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the files this process reads (the helper's reads are its own)."""
-    reads: list[str] = []
-    real = factfiles.read_regular
-
-    def counting(path: str, **kw: object) -> bytes:
-        reads.append(os.path.basename(path))
-        return real(path, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(factfiles, "read_regular", counting)
-    return reads
 
 
 def same_records(a: tuple[set[tuple], set[tuple]], b: tuple[set[tuple], set[tuple]]) -> None:

@@ -17,6 +17,7 @@ import apsw
 import pytest
 
 from conftest import fake_secret
+from helpers.factreads import read_in_scan
 from realmem.events import types as ev
 from realmem.storage import db
 from realmem.stores import ids
@@ -134,14 +135,7 @@ def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch
     """The pass under the lease reuses what the first pass read when the file is unchanged."""
     d = shared_dir(home, repo)
     pull(d, 12, every_bare=4)
-    reads: list[str] = []
-    real = factfiles.read_regular
-
-    def counting(path: str, **kw: object) -> bytes:
-        reads.append(os.path.basename(path))
-        return real(path, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(factfiles, "read_regular", counting)
+    reads = read_in_scan(monkeypatch)
     with observe.open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 12
     assert sorted(reads) == sorted(f"pulled-{i}.md" for i in range(12))
