@@ -58,7 +58,7 @@ _RACY_NS = 1_000_000_000
 # never waits long for a `git pull`'s thousands (a batch holds the lock some 0.2 s at 100k
 # memories).  Each commit writes every index page its batch touched to the WAL, and new
 # memories land all over the indexes keyed by content hash: batches of 500 wrote 150 MB of
-# WAL for 10k files at 100k memories, batches of 2,000 write 95 MB (0.5 s less).  A crash
+# WAL for 10k files at 100k memories, batches of 2,000 write 95 MB (0.3-0.85 s less).  A crash
 # keeps the batches committed; the files of the others are read again by the next scan (each
 # batch records its files' stats).
 EMIT_BATCH = 2000
