@@ -89,11 +89,14 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
     settled = time.time_ns() - projector.SETTLED_NS
     # Nothing is caught up on entry: the rebuild below makes the tables and files match the
     # whole log, and ``known_stamps`` trusts no file whose step may not have run.
-    with app.write_lease(heal=False):
+    with app.write_lease(heal=False), db.Checkpoints(app.conn) as behind:
         state, n, names = fold(app.conn, progress)
         last = log.last_seq(app.conn)
         known = app.projector.known_stamps(state)
-        _write_tables(app.conn, state, last, app.lock)
+        # The tables' checkpoint (some 200 MB of WAL at 100k memories, most of it an fsync)
+        # runs on a thread while the files are compared and written.
+        with db.one_checkpoint(app.conn, behind):
+            _write_tables(app.conn, state, last, app.lock)
         app.load_store_dirs()
         written, deleted = app.projector.rebuild(state, names, last, known=known, settled=settled)
     return ReplayReport(n, len(state.memories), time.perf_counter() - start, written, deleted)

@@ -222,6 +222,10 @@ class LeaseLock:
         key = str(self._db_path.resolve())
         conn = connect(self._db_path, migrate=key not in _MIGRATED)
         _MIGRATED.add(key)
+        # A lease's writes are a row each: the connections writing data make the checkpoints
+        # (a release after a pull's batches took the pull's checkpoint, meant for a thread
+        # behind the caller, db.Checkpoints, back onto the caller's).
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         return conn
 
     def _main_conn(self) -> apsw.Connection:

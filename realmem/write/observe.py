@@ -80,46 +80,56 @@ def scan_stores(app: Realmem, stores: list[str] | None = None, *, wait: float = 
     since its last scan, and any store where no file changed.
     """
     out: list[ev.Envelope] = []
-    for store in stores or app.visible_stores():
-        dir_stamp = _dir_stamp(app, store)
-        started = time.time_ns()
-        if not full and dir_stamp != -1:
-            if dir_stamp is not None and _unchanged(app, store, dir_stamp):
-                continue  # a large store whose directory has not changed: nothing to read
-            if backlog(app, [store]) == 0:
-                # Nothing to read; a large store's stamp is recorded (once) so the next open
-                # need not stat its files again.
-                if dir_stamp is not None and _settled(dir_stamp, started) and _file_count(app, store) > QUICK_OPEN_FILES:
-                    with app.conn:
-                        _record_dir(app, store, dir_stamp, started)
-                continue
-        reads = _Reads()
-        positions = _positions(app)
-        events, seen, on_disk = _scan_store(app, store, reads)
-        if events:
-            try:
-                with app.write_lease(wait), db.one_checkpoint(app.conn), app.projector.one_flush():
-                    if _positions(app) != positions or len(set(positions)) != 1:
-                        # Again under the lease: the tables moved, or a killed writer's files were
-                        # caught up (the first pass may have taken a file it never wrote for a
-                        # deletion).  A file whose (inode, mtime, size) is what the first pass saw
-                        # is not read, parsed or scanned twice.
-                        events, seen, on_disk = _scan_store(app, store, reads)
-                    for i in range(0, len(events), EMIT_BATCH):
-                        batch = events[i:i + EMIT_BATCH]
-                        # Each batch records the stats of the files it observed, the last one all
-                        # the others: no reader sees a scan's events without its file stats.
-                        last = i + EMIT_BATCH >= len(events)
-                        stats = seen if last else {n: seen.pop(n) for n in _files_of(batch) if n in seen}
-                        out.extend(app.emit(batch, on_disk=on_disk, seen={store: stats}))
-                    if events:
-                        seen = {}
-            except LockTimeout:
-                logger.info("scan.deferred", store=store, reason="write lease busy")
-                continue
-        with app.conn:
-            app.projector.record_seen(store, seen)
-            _record_dir(app, store, dir_stamp, started)
+    # A pull's checkpoint runs on a thread, behind the scan of the other stores.
+    with db.Checkpoints(app.conn) as behind:
+        for store in stores or app.visible_stores():
+            out.extend(_scan_and_record(app, store, wait, full, behind))
+    return out
+
+
+def _scan_and_record(app: Realmem, store: str, wait: float, full: bool,
+                     checkpoints: db.Checkpoints) -> list[ev.Envelope]:
+    """``scan_stores`` for one store; ``checkpoints``: makes the checkpoint after its batches."""
+    out: list[ev.Envelope] = []
+    dir_stamp = _dir_stamp(app, store)
+    started = time.time_ns()
+    if not full and dir_stamp != -1:
+        if dir_stamp is not None and _unchanged(app, store, dir_stamp):
+            return []  # a large store whose directory has not changed: nothing to read
+        if backlog(app, [store]) == 0:
+            # Nothing to read; a large store's stamp is recorded (once) so the next open
+            # need not stat its files again.
+            if dir_stamp is not None and _settled(dir_stamp, started) and _file_count(app, store) > QUICK_OPEN_FILES:
+                with app.conn:
+                    _record_dir(app, store, dir_stamp, started)
+            return []
+    reads = _Reads()
+    positions = _positions(app)
+    events, seen, on_disk = _scan_store(app, store, reads)
+    if events:
+        try:
+            with app.write_lease(wait), db.one_checkpoint(app.conn, checkpoints), app.projector.one_flush():
+                if _positions(app) != positions or len(set(positions)) != 1:
+                    # Again under the lease: the tables moved, or a killed writer's files were
+                    # caught up (the first pass may have taken a file it never wrote for a
+                    # deletion).  A file whose (inode, mtime, size) is what the first pass saw
+                    # is not read, parsed or scanned twice.
+                    events, seen, on_disk = _scan_store(app, store, reads)
+                for i in range(0, len(events), EMIT_BATCH):
+                    batch = events[i:i + EMIT_BATCH]
+                    # Each batch records the stats of the files it observed, the last one all
+                    # the others: no reader sees a scan's events without its file stats.
+                    last = i + EMIT_BATCH >= len(events)
+                    stats = seen if last else {n: seen.pop(n) for n in _files_of(batch) if n in seen}
+                    out.extend(app.emit(batch, on_disk=on_disk, seen={store: stats}))
+                if events:
+                    seen = {}
+        except LockTimeout:
+            logger.info("scan.deferred", store=store, reason="write lease busy")
+            return out
+    with app.conn:
+        app.projector.record_seen(store, seen)
+        _record_dir(app, store, dir_stamp, started)
     return out
 
 
