@@ -26,7 +26,7 @@ from realmem.events import types as ev
 from realmem.gcpause import gc_paused
 from realmem.events import log
 from realmem.events.log import now_iso
-from realmem.projections import files
+from realmem.projections import files, index
 from realmem.projections.projector import FILES
 from realmem.storage import db, fsutil
 from realmem.storage.lock import LockTimeout
@@ -108,7 +108,8 @@ def _scan_and_record(app: Realmem, store: str, wait: float, full: bool,
     events, seen, on_disk = _scan_store(app, store, reads)
     if events:
         try:
-            with app.write_lease(wait), db.one_checkpoint(app.conn, checkpoints), app.projector.one_flush():
+            with app.write_lease(wait), db.one_checkpoint(app.conn, checkpoints), \
+                    index.tokens_cached_at_end(app.conn), app.projector.one_flush():
                 if _positions(app) != positions or len(set(positions)) != 1:
                     # Again under the lease: the tables moved, or a killed writer's files were
                     # caught up (the first pass may have taken a file it never wrote for a

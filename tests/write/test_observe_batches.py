@@ -7,6 +7,7 @@ scan` process; nothing is timed."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -129,6 +130,44 @@ def test_a_scans_batches_are_checkpointed_into_the_database_once_at_the_end(
         app.emit([ev.RecallHit([])])  # the next write restarts the WAL, cut to the limit, with its own few pages
         assert os.path.getsize(f"{db_file}-wal") < 96 << 10  # uncut: over 500 KB
     assert_projected(home, repo, "pulled", 35)
+
+
+def test_a_scans_tokens_go_to_the_cache_in_one_transaction_at_its_end(home: Path, repo: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batches index their memories at once, but the token cache (keyed by a hash: each
+    batch's inserts would touch most of its index) is written once, after the last batch;
+    a text two files share is tokenized once."""
+    from realmem.projections import index, tokenize
+    d = shared_dir(home, repo)
+    monkeypatch.setattr(observe, "EMIT_BATCH", 10)
+    pull(d, 35)
+    (d / "again-33.md").write_text(files.render(id=ids.new_id(), caption="pulled fact 33", paths=["."],
+                                                created="2026-01-01T00:00:00.000Z", updated="2026-01-01T00:00:00.000Z",
+                                                content="A teammate's note number 33."), encoding="utf-8")  # pulled-33's fact, another id
+    tokenized: list[str] = []
+    real_text = tokenize.index_text
+    monkeypatch.setattr(index, "index_text", lambda text: tokenized.append(text) or real_text(text))
+    with observe.open_attached(home, repo, scan=False) as app:
+        written: list[int] = []  # fts_tokens rows inserted, per committed transaction
+        inserted = [0]
+        app.conn.set_update_hook(lambda op, _db, table, _rowid: inserted.__setitem__(0, inserted[0] + (table == "fts_tokens")))
+
+        def committed() -> bool:
+            written.append(inserted[0])
+            inserted[0] = 0
+            return False
+
+        app.conn.set_commit_hook(committed)
+        assert len(observe.scan_stores(app)) == 36
+        app.conn.set_commit_hook(None)
+        app.conn.set_update_hook(None)
+        assert [n for n in written if n] == [35]  # one text is in two files
+        keys = {k for (k,) in app.conn.execute("SELECT key FROM fts_tokens")}
+        for caption, content, paths in app.conn.execute("SELECT caption, content, paths FROM memories"):
+            assert index._token_key(caption, content + "\n" + " ".join(json.loads(paths))) in keys
+        hits = app.conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'teammate'").fetchone()[0]
+        assert hits == 36
+    assert tokenized.count("pulled fact 33") == 1
 
 
 def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
