@@ -45,8 +45,9 @@ def sync(conn: apsw.Connection, rows: list[tuple[int, Memory, bool]]) -> None:
             body = m.content + "\n" + " ".join(m.paths)
             wanted[rowid] = (_token_key(m.caption, body), m.caption, body)
     later = _unwritten.get(conn)  # a scan's batches: the tokens go to the cache at its end
-    cached: dict[str, tuple[str, str]] = {}
-    keys = sorted({k for k, _, _ in wanted.values()} - (later or {}).keys())
+    needed = {k for k, _, _ in wanted.values()}
+    cached: dict[str, tuple[str, str]] = {k: later[k] for k in needed if k in later} if later else {}
+    keys = sorted(needed - cached.keys())
     for start in range(0, len(keys), 500):
         chunk = keys[start:start + 500]
         for k, c, b in conn.execute(f"SELECT key, caption, body FROM fts_tokens WHERE key IN ({','.join('?' * len(chunk))})",
@@ -54,14 +55,14 @@ def sync(conn: apsw.Connection, rows: list[tuple[int, Memory, bool]]) -> None:
             cached[k] = (c, b)
     fresh = {}
     for key, caption, body in wanted.values():
-        if key not in cached and (later is None or key not in later):
+        if key not in cached:
             cached[key] = fresh[key] = (index_text(caption), index_text(body))
     if later is None:
         _cache_tokens(conn, fresh)
     else:
         later.update(fresh)
     conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)",
-                     [(rowid, *(cached.get(key) or later[key])) for rowid, (key, _, _) in wanted.items()])
+                     [(rowid, *cached[key]) for rowid, (key, _, _) in wanted.items()])
 
 
 _unwritten: dict[apsw.Connection, dict[str, tuple[str, str]]] = {}
