@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "embedding.timeout": 30.0,
     "embedding.queryPrefix": "",
     "embedding.documentPrefix": "",
+    "embedding.local": "multilingual-e5-small",  # the bundled embedder used while embedding.url is empty; "off" disables it
     "rewriter.url": "",               # empty: the Pi model bridge when the adapter runs
     "rewriter.key": "",
     "rewriter.model": "",
@@ -87,6 +88,10 @@ SECRET_KEYS = {"semif.key", "embedding.key", "rewriter.key"}
 UNIT_KEYS = {"gate.coveredBy", "gate.conflictWith", "gate.mergeWith", "gate.importance", "gate.durable",
              "gate.unsafe", "consolidate.forget", "consolidate.minImportance", "consolidate.revise",
              "consolidate.coveredBy", "consolidate.conflictWith", "consolidate.mergeWith"}
+
+
+# Settings with a fixed set of values.
+CHOICES = {"embedding.local": ("multilingual-e5-small", "off")}
 
 
 # Command-line overrides for this process (``--max-questions``): they win over the environment
@@ -183,6 +188,8 @@ def check(key: str, value: Any) -> Any:
         raise ConfigError(f"{key} must be {want}{shown}")
     if key in UNIT_KEYS and not 0 <= value <= 1:
         raise ConfigError(f"{key} must be between 0 and 1, not {value}")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise ConfigError(f"{key} must be one of {', '.join(CHOICES[key])}, not {json.dumps(value)[:80]}")
     return value
 
 
@@ -213,6 +220,10 @@ class Config:
         self.path = home / "config.json"
         self._file: dict[str, Any] = {}
         self.reload()
+
+    def embedding_enabled(self) -> bool:
+        """An embedder is meant: the configured endpoint, else the bundled local model."""
+        return bool(self["embedding.url"]) or str(self["embedding.local"]).lower() != "off"
 
     def reload(self) -> None:
         try:

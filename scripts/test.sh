@@ -7,4 +7,6 @@ export PATH="$PWD/.venv/bin:$PATH"
 # pytest exits 5 when it collects no tests; set -e makes that a failure too.
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 npx tsc --noEmit
-npm run --silent test:adapter
+# The adapter's tests run without the bundled embedder (its cost per memory, not its
+# behaviour: that is tested over the real rpc child in tests/read/test_local_embedder.py).
+REALMEM_EMBEDDING_LOCAL=off npm run --silent test:adapter

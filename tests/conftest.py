@@ -91,6 +91,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in list(os.environ):
         if var.startswith("REALMEM_") and var != "REALMEM_HOME":
             monkeypatch.delenv(var)
+    # The bundled embedder costs ~25 ms a memory; tests of other parts run without it.  Its own
+    # tests (tests/read/test_local_embedder.py, the evaluation) turn it back on.
+    monkeypatch.setenv("REALMEM_EMBEDDING_LOCAL", "off")
     for var in ("XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_PARAMETERS"):
         monkeypatch.delenv(var, raising=False)
     try:  # project detection is cached per process; a new test may reuse a path

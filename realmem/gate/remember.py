@@ -479,7 +479,7 @@ def _neighbours(app: Realmem, cand: Candidate, h: str, trace: GateTrace, shown: 
     cfg = app.config
     limit = max(1, min(254, int(cfg["gate.neighbors"])))
     stores = app.visible_stores()
-    emb = EmbeddingTrace(configured=bool(cfg["embedding.url"]))
+    emb = EmbeddingTrace(configured=cfg.embedding_enabled())
     vector = None
     if emb.configured:
         fp = index.active_fingerprint(app.conn)

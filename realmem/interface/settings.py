@@ -41,6 +41,9 @@ SCHEMA: dict[str, tuple[str, str]] = {
                               "(some models want e.g. 'query: ')."),
     "embedding.documentPrefix": ("Endpoints", "Text put before every memory sent to the embedding model "
                                  "(some models want e.g. 'passage: ')."),
+    "embedding.local": ("Endpoints", "The embedder used while no embedding endpoint is set: "
+                        "multilingual-e5-small (bundled, offline, about 25 ms a memory on one core) or off "
+                        "(recall and deduplication then use BM25 only)."),
     "gate.coveredBy": ("Judge thresholds", "P(an existing memory already covers the candidate) at or above "
                        "which it is only reinforced."),
     "gate.conflictWith": ("Judge thresholds", "P(the candidate contradicts a memory) at or above which that "

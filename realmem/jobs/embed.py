@@ -22,7 +22,7 @@ def run_embed(home: Path) -> int:
     not configured or down: the next wake-up or worker start tries again)."""
     app = open_home(home)
     try:
-        if not app.config["embedding.url"]:
+        if not app.config.embedding_enabled():
             return 0
         try:
             n = embedder.embed_missing(app)

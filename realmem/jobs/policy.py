@@ -57,7 +57,7 @@ def _set_position(conn: apsw.Connection, seq: int) -> None:
 
 def possible_work(config: Config) -> set[str]:
     """The kinds of work the configured endpoints allow (none without an endpoint)."""
-    return ({"embed"} if config["embedding.url"] else set()) | ({"urgency", "retry"} if config["semif.url"] else set())
+    return ({"embed"} if config.embedding_enabled() else set()) | ({"urgency", "retry"} if config["semif.url"] else set())
 
 
 def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) -> set[str]:
@@ -68,7 +68,7 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
     from realmem.gate import judge  # lazy: it loads the endpoint clients (httpx); `realmem status` must not
     wanted: set[str] = set()
     possible = possible_work(config)
-    fingerprint = index.active_fingerprint(conn) if config["embedding.url"] else None
+    fingerprint = index.active_fingerprint(conn) if config.embedding_enabled() else None
     for e in events:
         if wanted == possible:
             break
@@ -80,7 +80,7 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
         m = queries.memory(conn, (store, e.id))
         if m is None:  # deleted, or changed again and moved on since: a later event says so
             continue
-        if config["embedding.url"] and (not fingerprint or index.cache_get(conn, m.hash, fingerprint) is None):
+        if config.embedding_enabled() and (not fingerprint or index.cache_get(conn, m.hash, fingerprint) is None):
             wanted.add("embed")
         if config["semif.url"] and judge.specific_paths(m.paths):
             urgency = queries.urgency_score(conn, (m.store, m.id))

@@ -58,7 +58,7 @@ def _due(conn) -> bool:  # type: ignore[no-untyped-def]
 
 def _endpoints(cfg) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
     """The settings that decide which background work exists at all."""
-    return tuple(cfg[k] for k in ("embedding.url", "embedding.model", "semif.url"))
+    return tuple(cfg[k] for k in ("embedding.url", "embedding.model", "embedding.local", "semif.url"))
 
 
 def rederive(home: Path) -> int:

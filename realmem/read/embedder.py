@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from realmem.storage import db
 from realmem.clients.embeddings import EmbeddingsClient
+from realmem.clients.local_embedder import LocalEmbedder
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.events.types import Key
 from realmem.projections import index, queries, tables
@@ -21,15 +22,22 @@ if TYPE_CHECKING:
 logger = get_logger("realmem.read.embedder")
 
 
-_clients: dict[tuple, EmbeddingsClient] = {}
+_clients: dict[tuple, "EmbeddingsClient | LocalEmbedder"] = {}
 
 
-def client(app: "Realmem") -> EmbeddingsClient | None:
-    """The configured client, reused while the settings stay the same, so the dimension probe
-    and the model lookup happen once per process, not once per query."""
+def client(app: "Realmem") -> "EmbeddingsClient | LocalEmbedder | None":
+    """The configured endpoint's client, else the bundled local model (``embedding.local``),
+    reused while the settings stay the same, so the dimension probe, the model lookup and the
+    model's loading happen once per process, not once per query."""
     cfg = app.config
     if not cfg["embedding.url"]:
-        return None
+        local = str(cfg["embedding.local"])
+        if local.lower() == "off":
+            return None
+        c = _clients.get(("local", local))
+        if c is None:
+            c = _clients[("local", local)] = LocalEmbedder(local)
+        return c
     sig = tuple(str(cfg[k]) for k in ("embedding.url", "embedding.model", "embedding.queryPrefix",
                                       "embedding.documentPrefix", "embedding.timeout")) + (cfg.secret("embedding.key"),)
     c = _clients.get(sig)
