@@ -386,3 +386,17 @@ def file_problems(conn: apsw.Connection, store: str) -> dict[str, tuple[str, str
 def store_registrations(conn: apsw.Connection) -> dict[str, tuple[str, str, str | None, str | None]]:
     """Store -> (kind, dir, project key, root) of every registered store."""
     return {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute("SELECT store, kind, dir, project_key, root FROM stores")}
+
+
+def caption_vectors(conn: apsw.Connection, fingerprint: str, dims: int, step: int, limit: int) -> list[tuple[str, bytes]]:
+    """(caption, cached vector) of up to ``limit`` memories embedded in a space, every
+    ``step``-th vector: the sample recall's floors are calibrated on (read/floor.py)."""
+    return conn.execute(
+        "SELECT min(m.caption), e.vector FROM embeddings e JOIN memories m ON m.hash = e.hash "
+        "WHERE e.fingerprint = ? AND e.dims = ? AND e.rowid % ? = 0 GROUP BY e.rowid LIMIT ?",
+        (fingerprint, dims, step, limit)).fetchall()
+
+
+def space_size(conn: apsw.Connection, fingerprint: str) -> int:
+    """Vectors cached in one embedding space."""
+    return conn.execute("SELECT count(*) FROM embeddings WHERE fingerprint = ?", (fingerprint,)).fetchone()[0]

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from realmem.read import embedder, search
+from realmem.read import embedder, floor, search
 from realmem.stores import paths
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
@@ -35,7 +35,9 @@ NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few
 COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic weight...
 COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
 COSINE_REL = 0.95  # a vector match is within this share of the query's best cosine...
-# ...and above the store's calibrated floor (search.vector_floor)
+# ...and above the space's floor calibrated on questions (read/floor.py)
+WEAK_COVERAGE = 0.33  # a memory holding a third of the query's topic weight is plausible
+WEAK_MAX = 3  # weak matches shown when nothing matches
 MAX_QUERY = 2000  # characters of one query searched; the rest is ignored (and said so)
 WHOLE = {".", "~"}
 
@@ -47,6 +49,7 @@ class Match:
     coverage: float | None = None
     cosine: float | None = None
     rrf: float = 0.0
+    weak: bool = True  # plausible but not a match: shown only when nothing matches, never a hit
 
 
 @attrs.define
@@ -68,6 +71,7 @@ class Result:
     queries: list[str] = attrs.Factory(list)  # the searched queries, for "No memory matches …"
     asked: bool = True  # False when the call gave no query, path or id at all
     notes: list[str] = attrs.Factory(list)  # e.g. a query cut to MAX_QUERY characters
+    weak: bool = False  # nothing matched: the items are the closest plausible memories, not hits
 
     @property
     def past_end(self) -> bool:
@@ -150,7 +154,8 @@ def use_bucket(used: int) -> int:
 
 def matches(app: Realmem, query: str, stores: Sequence[str],
             embed: Callable[[Realmem, str], list[float] | None] = embedder.embed_query) -> list[Match]:
-    """The memories matching one query by the documented rule, best fused relevance first."""
+    """The memories matching one query by the documented rule, best fused relevance first:
+    the strong matches, then the plausible ones (``weak``) that fail the rule."""
     if not any(topical for _, _, topical in query_units(query)):
         return []  # nothing to search for: a vector of punctuation is close to nothing in particular
     vec = embed(app, query)
@@ -159,24 +164,31 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         assert vec is not None
         # In a large space the KNN runs on another connection while the lexical search runs here.
         pending = search.knn_beside(app.conn, app.reader, vec, stores, NEIGHBOURS)
-    lex = search.lexical(app.conn, query, stores, CANDIDATES, COVERAGE_MIN)
+    lex = search.lexical(app.conn, query, stores, CANDIDATES, WEAK_COVERAGE)
     best_cov = max((h.coverage for h in lex), default=0.0)
-    lex_ok = [h for h in lex if h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov]
-    vec_ok: list[tuple[Key, float]] = []
+    found: dict[Key, Match] = {}
+    for rank, h in enumerate(lex, 1):
+        strong = h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov
+        if strong or h.coverage >= WEAK_COVERAGE:
+            m = found.setdefault(h.key, Match(h.key))
+            m.coverage, m.rrf, m.weak = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank), not strong
     if pending is not None:
         near = pending()
-        floor = search.vector_floor(app.conn)
-        if near and floor is not None:
+        c = embedder.client(app)
+        limits = floor.floors(app.conn, c.url if c is not None else "", lambda t: embed(app, t)) if near else None
+        if near and limits is not None:
             best = near[0][1]
-            vec_ok = [(k, c) for k, c in near if c >= floor and c >= COSINE_REL * best]
-    found: dict[Key, Match] = {}
-    for rank, h in enumerate(lex_ok, 1):
-        m = found.setdefault(h.key, Match(h.key))
-        m.coverage, m.rrf = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank)
-    for rank, (k, c) in enumerate(vec_ok, 1):
-        m = found.setdefault(k, Match(k))
-        m.cosine, m.rrf = c, m.rrf + 1.0 / (search.RRF_K + rank)
-    return sorted(found.values(), key=lambda m: (-m.rrf, m.key))
+            for rank, (k, cos) in enumerate(near, 1):
+                strong = cos >= limits.strong and cos >= COSINE_REL * best
+                if not strong and cos < limits.weak:
+                    continue
+                m = found.get(k)
+                if m is None:
+                    m = found[k] = Match(k, weak=not strong)
+                else:
+                    m.weak = m.weak and not strong
+                m.cosine, m.rrf = cos, m.rrf + 1.0 / (search.RRF_K + rank)
+    return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
 
 
 def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str] = (), id_values: Sequence[str] = (),
@@ -208,10 +220,17 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
     for q in asked:
         if not any(topical for _, _, topical in query_units(q)):
             notes.append(f"{_quote(q)} has no words to search for (only punctuation or common words).")
+    weak: dict[Key, float] = {}
     if asked:
         for q in asked:
             for m in matches(app, q, stores, embed):
-                relevance[m.key] = relevance.get(m.key, 0.0) + m.rrf
+                into = weak if m.weak else relevance
+                into[m.key] = into.get(m.key, 0.0) + m.rrf
+        if not relevance and not id_values:
+            # Nothing matches: the closest plausible memories, labelled, never counted as used.
+            relevance = dict(sorted(weak.items(), key=lambda kv: (-kv[1], kv[0]))[:WEAK_MAX])
+        else:
+            weak = {}
     elif given_focus and not id_values:
         # paths alone: the memories attached to (or below) those paths
         for m in tables.iter_memories(app.conn, stores, path_scoped=True):  # streamed: a large store is not held
@@ -234,7 +253,8 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
                  if isinstance(r, Item) or r[4] in rows]  # a memory forgotten meanwhile is left out
     res.focus, res.errors, res.notes, res.queries = focus, errors, notes, asked
     res.asked = bool(asked or raw_paths or id_values)
-    if count_hits and res.items:
+    res.weak = bool(weak) and bool(res.items)
+    if count_hits and res.items and not res.weak:
         hit = ev.RecallHit([(i.memory.store, i.memory.id) for i in res.items])
         if later is None:
             app.emit([hit])
@@ -250,7 +270,7 @@ def _quote(q: str, width: int = 80) -> str:
 
 
 def nothing_found(r: Result) -> str:
-    """What to say for an empty page of recall."""
+    """What to say for an empty page of recall (or above weak matches)."""
     if r.past_end and r.total:
         return f"There is no page {r.page}: {count(r.total, 'memory fills', 'memories fill')} {count(r.pages, 'page')}."
     if not r.asked:

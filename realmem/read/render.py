@@ -29,6 +29,9 @@ def recall_text(r: Result, stale: Mapping[Key, str] | None = None) -> str:
     if not r.items:
         return "\n".join([nothing_found(r), *r.notes, *r.errors])
     head = f"{count(r.total, 'memory')}, page {r.page} of {r.pages}:"
+    if r.weak:
+        head = (f"{nothing_found(r)} Closest, as weak matches (they may not answer it; "
+                f"check before relying on them):")
     body = "\n\n".join(memory_block(i.memory, i.used_count, (stale or {}).get((i.memory.store, i.memory.id)))
                          for i in r.items)
     tail = [f"More: page={r.page + 1}."] if r.page < r.pages else []

@@ -173,10 +173,14 @@ def _weighted_units(conn: apsw.Connection, text: str) -> list[tuple[tuple[str, .
     if not covers:
         return []
     n, df = _frequencies(conn, covers)
-    # A unit weighs what its rarest known form weighs: a word the store never saw is as
-    # informative as the rarest one.
+    # A unit weighs what its rarest known form weighs.  A word the store never saw weighs as
+    # the commonest word it does know: an agent's extra word ("invoice number *format*")
+    # must not veto a match on the words the store holds, while a question none of whose
+    # words the store holds still matches nothing.
     freq = [(cs, max((df[c] for c in cs), default=0)) for _, cs, topical in units if topical]
-    return [(cs, _idf(n, f), f) for cs, f in freq]
+    known = [_idf(n, f) for _, f in freq if f]
+    absent = min(known) if known else _idf(n, 0)
+    return [(cs, _idf(n, f) if f else absent, f) for cs, f in freq]
 
 
 def _match(covers: set[str]) -> str:
@@ -276,41 +280,6 @@ def lexical(conn: apsw.Connection, text: str, stores: Sequence[str], limit: int,
 def usable(vector: Sequence[float] | None) -> bool:
     """A query vector KNN can rank by: finite, not all zero (cosine is undefined there)."""
     return bool(vector) and all(math.isfinite(x) for x in vector) and any(x != 0.0 for x in vector)
-
-
-FLOOR_SAMPLE = 160  # vectors sampled for the calibration: about 12,700 pairs
-FLOOR_QUANTILE = 0.99  # a neighbour must be closer than 99% of pairs of stored memories are
-_floors: dict[tuple[str, str, int], tuple[int, float]] = {}
-
-
-def vector_floor(conn: apsw.Connection) -> float | None:
-    """The absolute cosine floor of the active embedding space, calibrated on the store.
-
-    Most pairs of stored memories are unrelated, so the similarity most pairs stay under is
-    what "unrelated" looks like in this space, whatever the model.  Cached per database and
-    space, recomputed once the index has grown by a tenth."""
-    dims, fp = index.vec_dims(conn), index.active_fingerprint(conn)
-    if not dims or not fp:
-        return None
-    size = conn.execute("SELECT coalesce(max(rowid), 0) FROM embeddings").fetchone()[0]
-    key = (conn.filename, fp, dims)
-    cached = _floors.get(key)
-    if cached is not None and size <= cached[0] * 1.1 + 8:
-        return cached[1]
-    step = max(1, size // FLOOR_SAMPLE)
-    sims = [r[0] for r in conn.execute(
-        "WITH s AS MATERIALIZED (SELECT e.rowid AS r, e.vector AS v FROM embeddings e "
-        "WHERE e.fingerprint = ? AND e.dims = ? AND e.rowid % ? = 0 AND "
-        "EXISTS (SELECT 1 FROM memories m WHERE m.hash = e.hash) LIMIT ?) "
-        "SELECT 1.0 - vec_distance_cosine(a.v, b.v) FROM s a JOIN s b ON a.r < b.r",
-        (fp, dims, step, FLOOR_SAMPLE)) if r[0] is not None]
-    if len(sims) < 10:  # too few memories to tell related from unrelated: no vector matches
-        floor = math.inf
-    else:
-        sims.sort()
-        floor = sims[min(len(sims) - 1, int(FLOOR_QUANTILE * len(sims)))]
-    _floors[key] = (size, floor)
-    return floor
 
 
 PREFILTER_MIN = 20_000  # vectors in the space before the binary prefilter pays off
