@@ -643,19 +643,25 @@ def eval_group() -> None:
 
 
 @eval_group.command(name="recall")
-@click.option("--mode", "modes", multiple=True, type=click.Choice(["bm25", "embedder"]),
-              help="one mode only (default: both)")
-@click.option("--set", "set_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["bm25", "local", "embedder"]),
+              help="one mode (repeatable; default: all three)")
+@click.option("--set", "set_name", type=click.Choice(["dev", "public"]), default="public", show_default=True,
+              help="dev: written beside the rule; public: verbatim public facts, questions written blind")
+@click.option("--split", type=click.Choice(["all", "tune", "held-out"]), default="all", show_default=True,
+              help="the public set's queries that tuned the rule, or those held out of tuning")
+@click.option("--file", "set_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="another evaluation set in the same YAML form")
 @click.option("--json", "as_json", is_flag=True)
-def eval_recall(modes: tuple[str, ...], set_path: Path | None, as_json: bool) -> None:
-    """Replay the recall development set in sequence, hits counted, BM25-only and with the
-    fake embedder; print recall@1, recall@3, MRR and off-topic precision.
+def eval_recall(modes: tuple[str, ...], set_name: str, split: str, set_path: Path | None, as_json: bool) -> None:
+    """Replay a recall evaluation set in sequence, hits counted, BM25-only, with the bundled
+    local embedder and with the fake embedder; print recall@1/@3 as seen and strong-only, MRR,
+    on-topic silence and off-topic silence.
 
-    Example: realmem eval recall --mode bm25
+    Example: realmem eval recall --set public --split held-out --mode local
     """
     from realmem.interface import evaluation  # lazy: start-up
-    reports = evaluation.run(modes or evaluation.MODES, path=set_path, progress=lambda m: click.echo(m, err=True))
+    reports = evaluation.run(modes or evaluation.MODES, path=set_path, name=set_name, split=split,
+                             progress=lambda m: click.echo(m, err=True))
     if as_json:
         _out([r.summary() for r in reports])
     else:

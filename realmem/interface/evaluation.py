@@ -1,10 +1,16 @@
-"""`realmem eval recall`: the shipped recall evaluation (realmem/interface/evalsets/recall.yaml).
+"""`realmem eval recall`: the shipped recall evaluations (realmem/interface/evalsets/).
+
+Two sets: ``dev`` (recall.yaml), written beside the rule, and ``public``: facts taken verbatim
+from public projects' AGENTS.md / CONTRIBUTING files (each with its source and commit), with
+questions written without looking at the matching code; its ``tune`` split chose the rule's
+constants, its ``held-out`` split did not and is the one to quote.
 
 Each mode builds a fresh store in a temporary REALMEM_HOME and git project, adds every fact
 the way `realmem add` stores it, then replays the queries one after another through
 `recall()` exactly as the agent calls it, hits counted, so use accumulates as it does in a
-real session.  Modes: BM25 only, and with the deterministic fake embedder served over HTTP
-(realmem/fakes/embeddings.py), so the query path includes the real embeddings client.
+real session.  Modes: BM25 only (``bm25``), the bundled local embedder (``local``), and the
+deterministic fake embedder served over HTTP (``embedder``: realmem/fakes/embeddings.py), so
+the query path includes the real embeddings client.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.words import count
 from realmem.read.render import table
 
-MODES = ("bm25", "embedder")
+MODES = ("bm25", "local", "embedder")
+SETS = {"dev": "recall.yaml", "public": "public.yaml"}
+SPLITS = ("all", "tune", "held-out")
 DIMS = 256  # the fake embedder's space in the evaluation
 
 
@@ -36,6 +44,8 @@ DIMS = 256  # the fake embedder's space in the evaluation
 class Query:
     text: str
     expect: list[str]
+    kind: str = ""
+    split: str = "tune"
 
 
 @attrs.define
@@ -48,6 +58,7 @@ class EvalSet:
 class Outcome:
     query: Query
     returned: list[str]  # fact ids of the first page, in order
+    weak: bool = False  # the page holds weak matches only (nothing matched)
 
     @property
     def rank(self) -> int | None:
@@ -68,9 +79,23 @@ class Report:
     def off_topic(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.query.expect]
 
-    def recall_at(self, k: int) -> float:
+    def recall_at(self, k: int, *, strong: bool = False) -> float:
+        """Share of on-topic queries with an expected fact in the first ``k`` as the agent
+        sees them (weak matches included), or among strong matches only."""
         on = self.on_topic
-        return sum(1 for o in on if o.rank is not None and o.rank <= k) / max(1, len(on))
+        return sum(1 for o in on if o.rank is not None and o.rank <= k and not (strong and o.weak)) / max(1, len(on))
+
+    @property
+    def on_topic_silent(self) -> float:
+        """Share of on-topic queries answered with nothing at all."""
+        on = self.on_topic
+        return sum(1 for o in on if not o.returned) / max(1, len(on))
+
+    @property
+    def off_topic_strong(self) -> float:
+        """Share of off-topic queries answered with a strong match."""
+        off = self.off_topic
+        return sum(1 for o in off if o.returned and not o.weak) / max(1, len(off))
 
     @property
     def mrr(self) -> float:
@@ -86,19 +111,27 @@ class Report:
     def summary(self) -> dict[str, Any]:
         return {"mode": self.mode, "queries": len(self.on_topic), "off_topic_queries": len(self.off_topic),
                 "recall_at_1": round(self.recall_at(1), 4), "recall_at_3": round(self.recall_at(3), 4),
+                "strong_recall_at_3": round(self.recall_at(3, strong=True), 4),
                 "mrr": round(self.mrr, 4), "off_topic_precision": round(self.off_topic_precision, 4),
+                "off_topic_strong": round(self.off_topic_strong, 4),
+                "on_topic_silent": round(self.on_topic_silent, 4),
                 "misses": [{"query": o.query.text, "expect": o.query.expect, "returned": o.returned[:3]}
                            for o in self.outcomes if (o.rank is None or o.rank > 3) if o.query.expect
                            or o.returned]}
 
 
-def load_set(path: Path | None = None) -> EvalSet:
+def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all") -> EvalSet:
+    """An evaluation set; ``split`` keeps the queries of one split (and every fact: the
+    other split's facts stay in the store as distractors)."""
     text = path.read_text("utf-8") if path else \
-        resources.files("realmem.interface").joinpath("evalsets/recall.yaml").read_text("utf-8")
+        resources.files("realmem.interface").joinpath(f"evalsets/{SETS[name]}").read_text("utf-8")
     data = YAML(typ="safe").load(text)
     facts = list(data["facts"])
     known = {f["id"] for f in facts}
-    queries = [Query(str(q["q"]), list(q.get("expect") or [])) for q in data["queries"]]
+    queries = [Query(str(q["q"]), list(q.get("expect") or []), str(q.get("kind") or ""),
+                     str(q.get("split") or "tune")) for q in data["queries"]]
+    if split != "all":
+        queries = [q for q in queries if q.split == split]
     for q in queries:
         unknown = set(q.expect) - known
         if unknown:
@@ -152,31 +185,37 @@ def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = l
                 store, stored = memories.place(app, "shared", fact.get("paths"))
                 m = memories.add(app, fact["caption"], fact["content"], store=store, stored_paths=stored, source="add")
                 by_id[m.id] = fact["id"]
+            app.config.set("embedding.local", "multilingual-e5-small" if mode == "local" else "off")
             if mode == "embedder":
                 app.config.set("embedding.url", fake.url)
                 app.config.set("embedding.model", fake.models[0])
+            if mode != "bm25":
+                progress(f"[{mode}] embedding {count(len(evalset.facts), 'fact')}…")
                 embedder.embed_missing(app)
             progress(f"[{mode}] {count(len(evalset.facts), 'fact')} stored; replaying {count(len(evalset.queries), 'query')}…")
             outcomes = []
             for q in evalset.queries:
-                res = recall.recall(app, queries=[q.text], **({} if mode == "embedder" else {"embed": _no_vector}))
-                outcomes.append(Outcome(q, [by_id[i.memory.id] for i in res.items]))
+                res = recall.recall(app, queries=[q.text], **({} if mode != "bm25" else {"embed": _no_vector}))
+                outcomes.append(Outcome(q, [by_id[i.memory.id] for i in res.items], res.weak))
             return Report(mode, outcomes)
         finally:
             app.close()
 
 
-def run(modes: tuple[str, ...] = MODES, *, path: Path | None = None,
+def run(modes: tuple[str, ...] = MODES, *, path: Path | None = None, name: str = "dev", split: str = "all",
         progress: Callable[[str], None] = lambda m: None) -> list[Report]:
-    evalset = load_set(path)
+    evalset = load_set(path, name=name, split=split)
     return [run_mode(m, evalset, progress=progress) for m in modes]
 
 
 def render(reports: list[Report]) -> str:
-    rows = [[r.mode, len(r.on_topic), f"{r.recall_at(1):.3f}", f"{r.recall_at(3):.3f}", f"{r.mrr:.3f}",
-             f"{r.off_topic_precision:.3f} ({sum(1 for o in r.off_topic if not o.returned)}/{len(r.off_topic)})"]
+    rows = [[r.mode, len(r.on_topic), f"{r.recall_at(1):.3f}", f"{r.recall_at(3):.3f}",
+             f"{r.recall_at(3, strong=True):.3f}", f"{r.mrr:.3f}", f"{r.on_topic_silent:.3f}",
+             f"{r.off_topic_precision:.3f} ({sum(1 for o in r.off_topic if not o.returned)}/{len(r.off_topic)})",
+             f"{r.off_topic_strong:.3f}"]
             for r in reports]
-    out = [table(["mode", "queries", "recall@1", "recall@3", "MRR", "off-topic answered with nothing"], rows)]
+    out = [table(["mode", "queries", "recall@1", "recall@3", "strong @3", "MRR", "on-topic silent",
+                  "off-topic silent", "off-topic strong"], rows)]
     for r in reports:
         misses = [o for o in r.outcomes if (o.query.expect and (o.rank is None or o.rank > 3))
                   or (not o.query.expect and o.returned)]

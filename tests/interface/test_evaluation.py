@@ -35,15 +35,17 @@ def test_the_development_set_is_what_it_claims() -> None:
     assert len({f["id"] for f in s.facts}) == len(s.facts)
 
 
-def _check(summary: dict) -> None:
+def _check(summary: dict, off_topic_floor: float = OFF_TOPIC_FLOOR) -> None:
     assert summary["recall_at_3"] >= RECALL3_FLOOR, summary
+    assert summary["strong_recall_at_3"] >= RECALL3_FLOOR, summary  # not by marking everything weak
     assert summary["recall_at_1"] >= RECALL1_FLOOR, summary
     assert summary["mrr"] >= MRR_FLOOR, summary
-    assert summary["off_topic_precision"] >= OFF_TOPIC_FLOOR, summary
+    assert summary["off_topic_precision"] >= off_topic_floor, summary
+    assert summary["off_topic_strong"] <= 0.05, summary
 
 
 def test_eval_recall_bm25_through_the_cli() -> None:
-    out = CliRunner().invoke(cli, ["eval", "recall", "--mode", "bm25", "--json"])
+    out = CliRunner().invoke(cli, ["eval", "recall", "--set", "dev", "--mode", "bm25", "--json"])
     assert out.exit_code == 0, out.output
     [summary] = json.loads(out.stdout)
     assert summary["mode"] == "bm25" and summary["queries"] >= 120 and summary["off_topic_queries"] >= 20
@@ -52,8 +54,37 @@ def test_eval_recall_bm25_through_the_cli() -> None:
 
 def test_eval_recall_with_the_fake_embedder() -> None:
     report = evaluation.run_mode("embedder", evaluation.load_set())
-    _check(report.summary())
+    # Weak matches answer a few off-topic questions (bag-of-words vectors are near on shared
+    # words); none of them is a strong match.
+    _check(report.summary(), off_topic_floor=0.65)
     # hits were counted: the replay is the agent's sequence, not independent queries
     assert any(o.returned for o in report.outcomes)
     text = evaluation.render([report])
     assert "recall@3" in text and "embedder" in text
+
+
+# The public set (verbatim facts of public projects, questions written blind), tune and
+# held-out splits together.  Floors sit a little under what this rule reached (recall@3: local
+# 0.69, BM25 0.53; off-topic strong: local 0.30); the targets (0.85 / 0.65) are not met yet.
+PUBLIC_FLOORS = {"local": {"recall_at_3": 0.64, "strong_recall_at_3": 0.61, "on_topic_silent_max": 0.22,
+                           "off_topic_strong_max": 0.40},
+                 "bm25": {"recall_at_3": 0.48, "strong_recall_at_3": 0.40, "on_topic_silent_max": 0.40,
+                          "off_topic_strong_max": 0.30}}
+
+
+def test_the_public_set_holds_sources_and_both_splits() -> None:
+    s = evaluation.load_set(name="public")
+    assert len(s.facts) >= 90 and all(f.get("source") and f.get("content") for f in s.facts)
+    assert {q.split for q in s.queries} == {"tune", "held-out"}
+    assert sum(1 for q in s.queries if q.kind == "crosslingual") >= 15
+    assert sum(1 for q in s.queries if q.kind == "nearmiss") >= 15
+
+
+def test_eval_recall_public_set_local_embedder_and_bm25() -> None:
+    evalset = evaluation.load_set(name="public")
+    for mode, floors in PUBLIC_FLOORS.items():
+        got = evaluation.run_mode(mode, evalset).summary()
+        assert got["recall_at_3"] >= floors["recall_at_3"], got
+        assert got["strong_recall_at_3"] >= floors["strong_recall_at_3"], got
+        assert got["on_topic_silent"] <= floors["on_topic_silent_max"], got
+        assert got["off_topic_strong"] <= floors["off_topic_strong_max"], got
