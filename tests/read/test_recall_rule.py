@@ -57,8 +57,9 @@ def oracle(app: Realmem, query: str, vectors: dict[str, list[float]]) -> tuple[s
 
     freq = [(covers, max(df(c) for c in covers)) for _, covers, topical in query_units(query) if topical]
     idf = lambda f: math.log(1 + (n - f + 0.5) / (f + 0.5))  # noqa: E731
-    lightest = min((idf(f) for _, f in freq if f), default=idf(0))  # a word no memory holds
-    units = [(covers, idf(f) if f else lightest) for covers, f in freq]
+    known = [idf(f) for _, f in freq if f]
+    absent = (min(known) + idf(0)) / 2 if known else idf(0)  # a word no memory holds
+    units = [(covers, idf(f) if f else absent) for covers, f in freq]
     total = sum(w for _, w in units)
     coverage = {i: sum(w for cs, w in units if any(has(toks, c) for c in cs)) / total
                 for i, toks in docs.items()} if total else {}
