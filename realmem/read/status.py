@@ -29,6 +29,9 @@ def gather(app: Realmem) -> dict[str, Any]:
                  for name in ("semif", "embedding", "rewriter")}
     # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
     endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
+    # Without embedding.url, the bundled model embeds (embedding.local); status never loads it.
+    local = str(app.config["embedding.local"])
+    endpoints["embedding"]["local"] = None if endpoints["embedding"]["url"] or local == "off" else local
     warning = gitignore.store_warning(app.project.root, app.home) if app.project is not None else None
     return {
         "home": str(app.home),
@@ -54,6 +57,8 @@ def text(info: dict[str, Any]) -> str:
             shown = f"{e['url']} · {e['model']}"
         elif e.get("bridge"):
             shown = REWRITER_BRIDGE
+        elif e.get("local"):
+            shown = f"local · {e['local']} (bundled, offline)"
         elif name == "rewriter":
             shown = REWRITER_UNSET
         else:
