@@ -620,7 +620,7 @@ def hook_server(c: Ctx, idle: float | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--quick", is_flag=True, help="fewer iterations (for a smoke run)")
 @click.option("--only", default="", help="comma-separated groups to measure (default all): replay, open, freshness, "
-              "recall, path_notes, hook, mcp, gate, status, worker, ingest")
+              "recall, path_notes, hook, mcp, gate, status, worker, ingest, local")
 def bench(sizes: str, as_json: bool, quick: bool, only: str) -> None:
     """Benchmark suite: every performance target, each with its floor from the same run and the ratio."""
     from realmem.interface.bench import GROUPS, run_bench  # lazy: start-up
