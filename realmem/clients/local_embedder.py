@@ -68,7 +68,7 @@ class LocalEmbedder:
         with self._lock:
             engine = self._load()
             vectors = engine.query(texts) if query else engine.passage(texts)
-        return [[float(x) for x in row] for row in vectors.tolist()]
+        return vectors.tolist()  # float32 rows as Python floats
 
     def _load(self) -> Any:
         if self._engine is None:
