@@ -223,7 +223,7 @@ class Config:
 
     def embedding_enabled(self) -> bool:
         """An embedder is meant: the configured endpoint, else the bundled local model."""
-        return bool(self["embedding.url"]) or str(self["embedding.local"]).lower() != "off"
+        return bool(self["embedding.url"]) or self["embedding.local"] != "off"
 
     def reload(self) -> None:
         try:

