@@ -270,8 +270,9 @@ def _bench_local(home: Path, root: Path, rng: random.Random, iters: int, queries
     minutes, so the store's space is renamed to the model's and given the fake embedder's vectors
     at its dimensions: the KNN costs what it costs with real ones, and each query is embedded for real.
     Throughput: 200 of the store's facts embedded as documents, per 1,000."""
-    from realmem.clients.local_embedder import DIMENSIONS, LocalEmbedder  # lazy: only this group loads the model
+    from realmem.clients.local_embedder import LocalEmbedder  # lazy: only this group loads the model
     model = LocalEmbedder()
+    dims = model.dimensions
     app = observe.open_attached(home, root, scan=False)
     try:
         texts = [f"{m.caption}\n\n{m.content}" for m in app.memories()[:200]]
@@ -284,13 +285,13 @@ def _bench_local(home: Path, root: Path, rng: random.Random, iters: int, queries
             model.embed_query(q)
             own.append(time.perf_counter() - t)
         with db.transaction(app.conn):
-            index.set_space(app.conn, model.fingerprint(), DIMENSIONS)
+            index.set_space(app.conn, model.fingerprint(), dims)
             for m in app.memories():
                 index.cache_put(app.conn, m.hash, model.fingerprint(),
-                                fake_embedding(f"{m.caption}\n\n{m.content}", DIMENSIONS))
+                                fake_embedding(f"{m.caption}\n\n{m.content}", dims))
     finally:
         app.close()
-    proc = _spawn_rpc(home, {"REALMEM_EMBEDDING_LOCAL": "multilingual-e5-small"})
+    proc = _spawn_rpc(home, {"REALMEM_EMBEDDING_LOCAL": model.model})
     try:
         _rpc_call(proc, 0, "recall", {"cwd": str(root), "queries": ["warm up the model and the floors"]})
         samples = []

@@ -37,9 +37,10 @@ def local_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REALMEM_EMBEDDING_LOCAL")  # the default: the bundled model
 
 
-def test_the_installed_weights_are_the_pinned_upload() -> None:
-    digest = hashlib.sha256(Path(local_embedder.weights_path()).read_bytes()).hexdigest()
-    assert digest == local_embedder.WEIGHTS_SHA256
+@pytest.mark.parametrize("part", local_embedder.PARTS, ids=lambda p: p.distribution)
+def test_the_installed_weights_are_the_pinned_upload(part: local_embedder.Part) -> None:
+    digest = hashlib.sha256(Path(local_embedder.weights_path(part)).read_bytes()).hexdigest()
+    assert digest == part.sha256
 
 
 def test_it_loads_and_embeds_with_no_socket_opened(tmp_path: Path) -> None:
@@ -58,14 +59,27 @@ def test_it_loads_and_embeds_with_no_socket_opened(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "0"}, check=True)
     dims, ddims, cos, seen = out.stdout.strip().splitlines()[-1].split(" ", 3)
-    assert (dims, ddims) == ("384", "384") and float(cos) > 0.8
+    assert (dims, ddims) == ("896", "896") and float(cos) > 0.6  # e5's 384 and USE's 512, fused
     assert seen.strip() == "[]"
 
 
 def test_a_new_setting_off_turns_it_off_and_a_bad_value_is_refused(home: Path, repo: Path) -> None:
     bad = cli.run(home, repo, "settings", "set", "embedding.local", "bert-large")
-    assert bad.returncode == 2 and "embedding.local must be one of multilingual-e5-small, off" in bad.stderr
+    assert bad.returncode == 2 and "embedding.local must be one of e5+use, multilingual-e5-small, off" in bad.stderr
     cli.ok(home, repo, "settings", "set", "embedding.local", "off")
+    cli.ok(home, repo, "settings", "set", "embedding.local", "multilingual-e5-small")
+
+
+def test_fused_cosine_is_the_weighted_sum_of_the_parts() -> None:
+    """One cosine over the fused vector is 0.8 of e5's cosine plus 0.2 of USE's: the ensemble
+    needs no second index."""
+    fused, e5 = local_embedder.LocalEmbedder("e5+use"), local_embedder.LocalEmbedder("multilingual-e5-small")
+    q, d = fused.embed_query("invoice number format"), fused.embed_documents([" ".join(INVOICE)])[0]
+    cos = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731 (unit vectors)
+    e5_cos = cos(e5.embed_query("invoice number format"), e5.embed_documents([" ".join(INVOICE)])[0])
+    use_cos = cos(q[384:], d[384:]) / 0.2
+    assert cos(q, d) == pytest.approx(0.8 * e5_cos + 0.2 * use_cos, abs=1e-4)
+    assert fused.fingerprint() != e5.fingerprint()
 
 
 def test_own_words_find_the_only_memory_from_the_cli(local_on: None, home: Path, repo: Path) -> None:
@@ -96,9 +110,9 @@ WORDS = ["deploy", "invoice", "migration", "docker", "lint", "release", "cache",
 @given(facts=st.lists(st.lists(st.sampled_from(WORDS), min_size=2, max_size=5, unique=True), min_size=1, max_size=6),
        query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True))
 def test_a_weak_match_is_never_a_hit(tmp_path: Path, facts: list[list[str]], query: list[str]) -> None:
-    """Whatever the store and the question: a page of weak matches appends no RecallHit and
-    leaves every use count as it was, so a weak match can never climb the prompt's most-used
-    list; a page of matches counts every memory it shows."""
+    """Whatever the store and the question: the RecallHit names exactly the strong matches
+    shown, and a weak match's use count stays as it was, so it can never climb the prompt's
+    most-used list."""
     base = Path(tempfile.mkdtemp(dir=tmp_path))
     with open_attached(base / "home", make_repo(base / "repo")) as a:
         for words in facts:
@@ -109,11 +123,12 @@ def test_a_weak_match_is_never_a_hit(tmp_path: Path, facts: list[list[str]], que
         res = recall.recall(a, queries=[" ".join(query)], embed=lambda _a, _t: None)
         hits = [e.event for e in evlog.read(a.conn, before) if isinstance(e.event, ev.RecallHit)]
         after = dict(((s, i), u) for s, i, u in a.conn.execute("SELECT store, id, used_count FROM counters"))
-        if res.weak:
-            assert hits == [] and after == used
-            assert all(i.used_count == used.get((i.memory.store, i.memory.id), 0) for i in res.items)
-        elif res.items:
-            assert [sorted(h.keys()) for h in hits] == [sorted((i.memory.store, i.memory.id) for i in res.items)]
+        weak = [(i.memory.store, i.memory.id) for i in res.items if i.weak]
+        strong = [(i.memory.store, i.memory.id) for i in res.items if not i.weak]
+        assert res.weak == (bool(res.items) and not strong)
+        assert [sorted(h.keys()) for h in hits] == ([sorted(strong)] if strong else [])
+        assert all(after.get(k, 0) == used.get(k, 0) for k in weak)
+        assert all(i.used_count == used.get((i.memory.store, i.memory.id), 0) for i in res.items if i.weak)
 
 
 def test_weak_matches_are_labelled_for_the_agent(home: Path, repo: Path) -> None:
@@ -132,6 +147,6 @@ def test_weak_matches_are_labelled_for_the_agent(home: Path, repo: Path) -> None
 
 def test_status_names_the_bundled_embedder_without_loading_it(local_on: None, home: Path, repo: Path) -> None:
     out = cli.ok(home, repo, "status").stdout
-    assert "embedding local · multilingual-e5-small (bundled, offline)" in out
+    assert "embedding local · e5+use (bundled, offline)" in out
     cli.ok(home, repo, "settings", "set", "embedding.local", "off")
     assert "embedding not set" in cli.ok(home, repo, "status").stdout
