@@ -643,8 +643,9 @@ def eval_group() -> None:
 
 
 @eval_group.command(name="recall")
-@click.option("--mode", "modes", multiple=True, type=click.Choice(["bm25", "local", "embedder"]),
-              help="one mode (repeatable; default: all three)")
+@click.option("--mode", "modes", multiple=True,
+              type=click.Choice(["bm25", "e5", "local", "embedder", "judge", "judge-noisy"]),  # evaluation.MODES
+              help="one mode (repeatable; default: all)")
 @click.option("--set", "set_name", type=click.Choice(["dev", "public"]), default="public", show_default=True,
               help="dev: written beside the rule; public: verbatim public facts, questions written blind")
 @click.option("--split", type=click.Choice(["all", "tune", "held-out"]), default="all", show_default=True,
@@ -653,9 +654,11 @@ def eval_group() -> None:
               help="another evaluation set in the same YAML form")
 @click.option("--json", "as_json", is_flag=True)
 def eval_recall(modes: tuple[str, ...], set_name: str, split: str, set_path: Path | None, as_json: bool) -> None:
-    """Replay a recall evaluation set in sequence, hits counted, BM25-only, with the bundled
-    local embedder and with the fake embedder; print recall@1/@3 as seen and strong-only, MRR,
-    on-topic silence and off-topic silence.
+    """Replay a recall evaluation set in sequence, hits counted: BM25 only, e5 alone, the bundled
+    local embedder (e5 and USE fused), the fake embedder, and the local embedder with a System
+    One relevance check (a perfect fake, and one wrong 10% of the time); print recall@1/@3 as
+    seen and strong-only, MRR, on-topic and off-topic silence, and the first stage's candidate
+    recall@10/@20.
 
     Example: realmem eval recall --set public --split held-out --mode local
     """

@@ -145,11 +145,11 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
     res, stale = tools.run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope)
     items = [render.memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
                                                            "stale": stale.get((i.memory.store, i.memory.id)),
-                                                           "weak": res.weak}
+                                                           "weak": i.weak}
              for i in res.items]
     return {"text": render.recall_text(res, stale),
             "details": {"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
-                        "notes": res.notes, "weak": res.weak,
+                        "notes": res.notes, "weak": res.weak, "relevance": res.relevance,
                         "message": recall_mod.nothing_found(res) if res.weak or not res.items else None,
                         "items": items},
             "failed": not res.items and bool(id_values or res.errors)}

@@ -8,7 +8,8 @@ constants, its ``held-out`` split did not and is the one to quote.
 Each mode builds a fresh store in a temporary REALMEM_HOME and git project, adds every fact
 the way `realmem add` stores it, then replays the queries one after another through
 `recall()` exactly as the agent calls it, hits counted, so use accumulates as it does in a
-real session.  Modes: BM25 only (``bm25``), the bundled local embedder (``local``), and the
+real session.  Modes: BM25 only (``bm25``), the bundled local embedder (``local``: e5 and USE
+fused; ``e5``: multilingual-e5-small alone), and the
 deterministic fake embedder served over HTTP (``embedder``: realmem/fakes/embeddings.py), so
 the query path includes the real embeddings client.
 """
@@ -16,6 +17,7 @@ the query path includes the real embeddings client.
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -27,14 +29,18 @@ from typing import Any
 import attrs
 from ruamel.yaml import YAML
 
-from realmem.read import embedder, recall
+from realmem.read import embedder, recall, relevance
+from realmem.stores import ids
 from realmem.write import memories, observe
 from realmem.app import Realmem
 from realmem.fakes.embeddings import FakeEmbeddings
+from realmem.fakes.systemone import FakeSystemOne
 from realmem.words import count
 from realmem.read.render import table
 
-MODES = ("bm25", "local", "embedder")
+MODES = ("bm25", "e5", "local", "embedder", "judge", "judge-noisy")
+LOCAL = {"e5": "multilingual-e5-small", "local": "e5+use", "judge": "e5+use", "judge-noisy": "e5+use"}
+NOISE = {"judge": 0.0, "judge-noisy": 0.1}  # the System One fake's share of wrong relevance answers
 SETS = {"dev": "recall.yaml", "public": "public.yaml"}
 SPLITS = ("all", "tune", "held-out")
 DIMS = 256  # the fake embedder's space in the evaluation
@@ -58,12 +64,19 @@ class EvalSet:
 class Outcome:
     query: Query
     returned: list[str]  # fact ids of the first page, in order
-    weak: bool = False  # the page holds weak matches only (nothing matched)
+    weak: list[bool] = attrs.Factory(list)  # per returned fact: a weak match, not a match
+    candidates: list[str] = attrs.Factory(list)  # the first stage's best 20, before any judge
+
+    def rank(self, *, strong: bool = False) -> int | None:
+        """1-based rank of the first expected fact on the page (among the strong matches only
+        with ``strong``), None when absent."""
+        return next((i for i, (f, w) in enumerate(zip(self.returned, self.weak), 1)
+                     if f in self.query.expect and not (strong and w)), None)
 
     @property
-    def rank(self) -> int | None:
-        """1-based rank of the first expected fact on the page, None when absent."""
-        return next((i for i, f in enumerate(self.returned, 1) if f in self.query.expect), None)
+    def strong(self) -> bool:
+        """At least one strong match was returned."""
+        return not all(self.weak)
 
 
 @attrs.define
@@ -83,7 +96,13 @@ class Report:
         """Share of on-topic queries with an expected fact in the first ``k`` as the agent
         sees them (weak matches included), or among strong matches only."""
         on = self.on_topic
-        return sum(1 for o in on if o.rank is not None and o.rank <= k and not (strong and o.weak)) / max(1, len(on))
+        return sum(1 for o in on if (r := o.rank(strong=strong)) is not None and r <= k) / max(1, len(on))
+
+    def candidate_recall_at(self, k: int) -> float:
+        """Share of on-topic queries with an expected fact among the first stage's ``k`` best:
+        what a relevance check can pick from at most."""
+        on = self.on_topic
+        return sum(1 for o in on if set(o.candidates[:k]) & set(o.query.expect)) / max(1, len(on))
 
     @property
     def on_topic_silent(self) -> float:
@@ -95,12 +114,12 @@ class Report:
     def off_topic_strong(self) -> float:
         """Share of off-topic queries answered with a strong match."""
         off = self.off_topic
-        return sum(1 for o in off if o.returned and not o.weak) / max(1, len(off))
+        return sum(1 for o in off if o.returned and o.strong) / max(1, len(off))
 
     @property
     def mrr(self) -> float:
         on = self.on_topic
-        return sum(1.0 / o.rank for o in on if o.rank) / max(1, len(on))
+        return sum(1.0 / r for o in on if (r := o.rank())) / max(1, len(on))
 
     @property
     def off_topic_precision(self) -> float:
@@ -112,11 +131,13 @@ class Report:
         return {"mode": self.mode, "queries": len(self.on_topic), "off_topic_queries": len(self.off_topic),
                 "recall_at_1": round(self.recall_at(1), 4), "recall_at_3": round(self.recall_at(3), 4),
                 "strong_recall_at_3": round(self.recall_at(3, strong=True), 4),
+                "candidate_recall_at_10": round(self.candidate_recall_at(10), 4),
+                "candidate_recall_at_20": round(self.candidate_recall_at(20), 4),
                 "mrr": round(self.mrr, 4), "off_topic_precision": round(self.off_topic_precision, 4),
                 "off_topic_strong": round(self.off_topic_strong, 4),
                 "on_topic_silent": round(self.on_topic_silent, 4),
                 "misses": [{"query": o.query.text, "expect": o.query.expect, "returned": o.returned[:3]}
-                           for o in self.outcomes if (o.rank is None or o.rank > 3) if o.query.expect
+                           for o in self.outcomes if ((r := o.rank()) is None or r > 3) if o.query.expect
                            or o.returned]}
 
 
@@ -155,9 +176,10 @@ def _project() -> Iterator[tuple[Path, Path]]:
         home, root = Path(tmp) / "home", Path(tmp) / "proj"
         root.mkdir()
         subprocess.run(["git", "init", "-q"], cwd=root, check=True, capture_output=True)
-        # Global paths resolve under the temp dir, never the real ~; the user's own embedding
-        # settings in the environment would override the mode's.
-        saved = {k: v for k, v in os.environ.items() if k == "HOME" or k.startswith("REALMEM_EMBEDDING_")}
+        # Global paths resolve under the temp dir, never the real ~; the user's own embedding,
+        # judge and recall settings in the environment would override the mode's.
+        saved = {k: v for k, v in os.environ.items()
+                 if k == "HOME" or k.startswith(("REALMEM_EMBEDDING_", "REALMEM_SEMIF_", "REALMEM_RECALL_"))}
         for k in saved:
             del os.environ[k]
         os.environ["HOME"] = tmp
@@ -175,7 +197,7 @@ def _no_vector(_app: Realmem, _text: str) -> None:
 def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = lambda m: None) -> Report:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-    with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake:
+    with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake, FakeSystemOne(heuristic=False) as judge:
         app = observe.open_attached(home, root, scan=False)
         try:
             by_id: dict[str, str] = {}
@@ -185,21 +207,47 @@ def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = l
                 store, stored = memories.place(app, "shared", fact.get("paths"))
                 m = memories.add(app, fact["caption"], fact["content"], store=store, stored_paths=stored, source="add")
                 by_id[m.id] = fact["id"]
-            app.config.set("embedding.local", "multilingual-e5-small" if mode == "local" else "off")
+            app.config.set("embedding.local", LOCAL.get(mode, "off"))
             if mode == "embedder":
                 app.config.set("embedding.url", fake.url)
                 app.config.set("embedding.model", fake.models[0])
+            if mode in NOISE:
+                app.config.set("semif.url", judge.url)
+                _script_judge(judge, evalset, {ids.short(i): f for i, f in by_id.items()}, NOISE[mode])
             if mode != "bm25":
                 progress(f"[{mode}] embedding {count(len(evalset.facts), 'fact')}…")
                 embedder.embed_missing(app)
             progress(f"[{mode}] {count(len(evalset.facts), 'fact')} stored; replaying {count(len(evalset.queries), 'query')}…")
+            embed = _no_vector if mode == "bm25" else embedder.embed_query
+            stores = recall.stores_for(app, None)
             outcomes = []
             for q in evalset.queries:
-                res = recall.recall(app, queries=[q.text], **({} if mode != "bm25" else {"embed": _no_vector}))
-                outcomes.append(Outcome(q, [by_id[i.memory.id] for i in res.items], res.weak))
+                first = sorted(recall.matches(app, q.text, stores, embed), key=lambda m: (-m.rrf, m.key))
+                res = recall.recall(app, queries=[q.text], embed=embed)
+                outcomes.append(Outcome(q, [by_id[i.memory.id] for i in res.items], [i.weak for i in res.items],
+                                        [by_id[m.key[1]] for m in first[:20]]))
             return Report(mode, outcomes)
         finally:
             app.close()
+
+
+def _script_judge(judge: FakeSystemOne, evalset: EvalSet, fact_of: dict[str, str], noise: float) -> None:
+    """The System One fake answers recall's relevance question from the set's expected facts:
+    the expected candidates share the probability, or ``none`` gets it all.  With ``noise``, that
+    share of answers (a fixed draw per question) names a wrong option instead."""
+    expected = {" ".join(q.text.split()): set(q.expect) for q in evalset.queries}
+
+    def answer(state: str, question: dict[str, Any]) -> dict[str, Any]:
+        asked = state.partition("\n")[0].removeprefix("Question: ")
+        options = list(question["criteria"])
+        right = [o for o in options if fact_of.get(o) in expected.get(asked, set())]
+        draw = random.Random(f"{asked}|{','.join(options)}")
+        if draw.random() < noise:
+            wrong = [o for o in options if o not in right]
+            return {"probabilities": {draw.choice(wrong): 1.0}}
+        return {"probabilities": {o: 1.0 for o in right} if right else {relevance.NONE: 1.0}}
+
+    judge.script({relevance.QUESTION if i == 0 else f"{relevance.QUESTION}__{i}": answer for i in range(8)})
 
 
 def run(modes: tuple[str, ...] = MODES, *, path: Path | None = None, name: str = "dev", split: str = "all",
@@ -212,12 +260,12 @@ def render(reports: list[Report]) -> str:
     rows = [[r.mode, len(r.on_topic), f"{r.recall_at(1):.3f}", f"{r.recall_at(3):.3f}",
              f"{r.recall_at(3, strong=True):.3f}", f"{r.mrr:.3f}", f"{r.on_topic_silent:.3f}",
              f"{r.off_topic_precision:.3f} ({sum(1 for o in r.off_topic if not o.returned)}/{len(r.off_topic)})",
-             f"{r.off_topic_strong:.3f}"]
+             f"{r.off_topic_strong:.3f}", f"{r.candidate_recall_at(10):.3f}", f"{r.candidate_recall_at(20):.3f}"]
             for r in reports]
     out = [table(["mode", "queries", "recall@1", "recall@3", "strong @3", "MRR", "on-topic silent",
-                  "off-topic silent", "off-topic strong"], rows)]
+                  "off-topic silent", "off-topic strong", "cand@10", "cand@20"], rows)]
     for r in reports:
-        misses = [o for o in r.outcomes if (o.query.expect and (o.rank is None or o.rank > 3))
+        misses = [o for o in r.outcomes if (o.query.expect and ((k := o.rank()) is None or k > 3))
                   or (not o.query.expect and o.returned)]
         if misses:
             out += ["", f"{r.mode}: {len(misses)} miss{'es' if len(misses) != 1 else ''}"]

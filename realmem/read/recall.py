@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from realmem.read import embedder, floor, search
+from realmem.read import embedder, floor, relevance, search
 from realmem.stores import paths
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
@@ -32,7 +32,8 @@ from realmem.words import count
 
 CANDIDATES = 100  # BM25 candidates examined per query
 NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few are within COSINE_REL
-COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic weight...
+COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic weight (half of it
+COVERAGE_MIN_HYBRID = 0.5  # when the vector side also searches: it finds the paraphrases)...
 COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
 COSINE_REL = 0.95  # a vector match is within this share of the query's best cosine...
 # ...and above the space's floor calibrated on questions (read/floor.py)
@@ -58,6 +59,7 @@ class Item:
     used_count: int
     path_class: int  # 0 about the focus paths, 1 store-wide, 2 other areas
     relevance: float
+    weak: bool = False  # plausible, not a match: shown after the matches, never counted as used
 
 
 @attrs.define
@@ -71,7 +73,8 @@ class Result:
     queries: list[str] = attrs.Factory(list)  # the searched queries, for "No memory matches …"
     asked: bool = True  # False when the call gave no query, path or id at all
     notes: list[str] = attrs.Factory(list)  # e.g. a query cut to MAX_QUERY characters
-    weak: bool = False  # nothing matched: the items are the closest plausible memories, not hits
+    weak: bool = False  # nothing matched: every item is a weak match, none is a hit
+    relevance: list[dict[str, Any]] = attrs.Factory(list)  # System One's checks, one trace a query
 
     @property
     def past_end(self) -> bool:
@@ -166,9 +169,10 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         pending = search.knn_beside(app.conn, app.reader, vec, stores, NEIGHBOURS)
     lex = search.lexical(app.conn, query, stores, CANDIDATES, WEAK_COVERAGE)
     best_cov = max((h.coverage for h in lex), default=0.0)
+    cov_min = COVERAGE_MIN if pending is None else COVERAGE_MIN_HYBRID
     found: dict[Key, Match] = {}
     for rank, h in enumerate(lex, 1):
-        strong = h.coverage >= COVERAGE_MIN and h.coverage >= COVERAGE_REL * best_cov
+        strong = h.coverage >= cov_min and h.coverage >= COVERAGE_REL * best_cov
         if strong or h.coverage >= WEAK_COVERAGE:
             m = found.setdefault(h.key, Match(h.key))
             m.coverage, m.rrf, m.weak = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank), not strong
@@ -189,6 +193,22 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
                     m.weak = m.weak and not strong
                 m.cosine, m.rrf = cos, m.rrf + 1.0 / (search.RRF_K + rank)
     return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
+
+
+def _checked(app: Realmem, query: str, found: list[Match], checks: list[dict[str, Any]]) -> list[Match]:
+    """The first stage's matches, or, when System One can check them (read/relevance.py), its
+    best candidates with the judge's picks as the matches and the rest weak."""
+    if not found or not relevance.enabled(app):
+        return found
+    best = sorted(found, key=lambda m: (-m.rrf, m.key))[:relevance.CANDIDATES]
+    rows = _rows(app, [m.key for m in best])
+    verdict = relevance.check(app, query, [rows[m.key] for m in best if m.key in rows])
+    if verdict is None:
+        return found  # the judge could not answer: the first stage's rule stands
+    checks.append(verdict.trace)
+    for m in best:
+        m.weak = m.key not in verdict.relevant
+    return best
 
 
 def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str] = (), id_values: Sequence[str] = (),
@@ -221,16 +241,17 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
         if not any(topical for _, _, topical in query_units(q)):
             notes.append(f"{_quote(q)} has no words to search for (only punctuation or common words).")
     weak: dict[Key, float] = {}
+    checks: list[dict[str, Any]] = []
     if asked:
         for q in asked:
-            for m in matches(app, q, stores, embed):
+            for m in _checked(app, q, matches(app, q, stores, embed), checks):
                 into = weak if m.weak else relevance
                 into[m.key] = into.get(m.key, 0.0) + m.rrf
-        if not relevance and not id_values:
-            # Nothing matches: the closest plausible memories, labelled, never counted as used.
-            relevance = dict(sorted(weak.items(), key=lambda kv: (-kv[1], kv[0]))[:WEAK_MAX])
-        else:
-            weak = {}
+        # The closest plausible memories fill the first WEAK_MAX places the matches leave,
+        # labelled, never counted as used.
+        room = 0 if id_values else max(0, WEAK_MAX - len(relevance))
+        weak = dict(sorted(((k, v) for k, v in weak.items() if k not in relevance),
+                           key=lambda kv: (-kv[1], kv[0]))[:room])
     elif given_focus and not id_values:
         # paths alone: the memories attached to (or below) those paths
         for m in tables.iter_memories(app.conn, stores, path_scoped=True):  # streamed: a large store is not held
@@ -245,24 +266,36 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
             seen.add(key)
             items.append(Item(m, app.counters(key)[0], -1, math.inf))
     # Rank on paths and counts alone; only the memories of the page shown are read whole.
-    ranked = sorted((_path_class(app, key[0], stored, focus), -use_bucket(used), -relevance[key], key[1], key, used)
-                    for key, (stored, used) in _uses(app, [k for k in relevance if k not in seen]).items())
+    # Weak matches come after every match, by relevance alone.
+    scores = relevance | weak
+    ranked = sorted(_rank_key(key in weak, _path_class(app, key[0], stored, focus), used, scores[key], key)
+                    for key, (stored, used) in _uses(app, [k for k in scores if k not in seen]).items())
     res = _page([*items, *ranked], page, size)
-    rows = _rows(app, [r[4] for r in res.items if isinstance(r, tuple)])
-    res.items = [r if isinstance(r, Item) else Item(rows[r[4]], r[5], r[0], -r[2]) for r in res.items
-                 if isinstance(r, Item) or r[4] in rows]  # a memory forgotten meanwhile is left out
+    rows = _rows(app, [r[5] for r in res.items if isinstance(r, tuple)])
+    res.items = [r if isinstance(r, Item) else Item(rows[r[5]], r[6], r[7], -r[3], weak=r[0]) for r in res.items
+                 if isinstance(r, Item) or r[5] in rows]  # a memory forgotten meanwhile is left out
     res.focus, res.errors, res.notes, res.queries = focus, errors, notes, asked
     res.asked = bool(asked or raw_paths or id_values)
-    res.weak = bool(weak) and bool(res.items)
-    if count_hits and res.items and not res.weak:
-        hit = ev.RecallHit([(i.memory.store, i.memory.id) for i in res.items])
+    res.relevance = checks
+    res.weak = bool(res.items) and not relevance and not chosen
+    shown = [i for i in res.items if not i.weak]
+    if count_hits and shown:
+        hit = ev.RecallHit([(i.memory.store, i.memory.id) for i in shown])
         if later is None:
             app.emit([hit])
         else:
             later(lambda: app.emit([hit]))
-        for i in res.items:
+        for i in shown:
             i.used_count += 1
     return res
+
+
+def _rank_key(weak: bool, path_class: int, used: int, relevance: float, key: Key) -> tuple:
+    """Matches by path class, coarse use, relevance; weak matches after them by relevance.
+    The tail (key, used, path class) rides along for building the items."""
+    if weak:
+        return (True, 0, 0, -relevance, key[1], key, used, path_class)
+    return (False, path_class, -use_bucket(used), -relevance, key[1], key, used, path_class)
 
 
 def _quote(q: str, width: int = 80) -> str:

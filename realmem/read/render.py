@@ -32,8 +32,12 @@ def recall_text(r: Result, stale: Mapping[Key, str] | None = None) -> str:
     if r.weak:
         head = (f"{nothing_found(r)} Closest, as weak matches (they may not answer it; "
                 f"check before relying on them):")
-    body = "\n\n".join(memory_block(i.memory, i.used_count, (stale or {}).get((i.memory.store, i.memory.id)))
-                         for i in r.items)
+    blocks = []
+    for n, i in enumerate(r.items):
+        if i.weak and not r.weak and (n == 0 or not r.items[n - 1].weak):
+            blocks.append("Weaker, possibly related (not counted as used; check before relying on them):")
+        blocks.append(memory_block(i.memory, i.used_count, (stale or {}).get((i.memory.store, i.memory.id))))
+    body = "\n\n".join(blocks)
     tail = [f"More: page={r.page + 1}."] if r.page < r.pages else []
     return "\n".join([*r.notes, head, "", body, *([""] + tail if tail else []), *r.errors])
 

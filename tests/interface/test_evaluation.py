@@ -54,9 +54,10 @@ def test_eval_recall_bm25_through_the_cli() -> None:
 
 def test_eval_recall_with_the_fake_embedder() -> None:
     report = evaluation.run_mode("embedder", evaluation.load_set())
-    # Weak matches answer a few off-topic questions (bag-of-words vectors are near on shared
-    # words); none of them is a strong match.
-    _check(report.summary(), off_topic_floor=0.65)
+    # Weak matches answer the off-topic questions (the weak floor is the 85th percentile of
+    # question-to-other-memory similarity, and bag-of-words vectors are near on shared words):
+    # off-topic silence is not asked of it, off-topic strong matches still are.
+    _check(report.summary(), off_topic_floor=0.0)
     # hits were counted: the replay is the agent's sequence, not independent queries
     assert any(o.returned for o in report.outcomes)
     text = evaluation.render([report])
@@ -64,12 +65,18 @@ def test_eval_recall_with_the_fake_embedder() -> None:
 
 
 # The public set (verbatim facts of public projects, questions written blind), tune and
-# held-out splits together.  Floors sit a little under what this rule reached (recall@3: local
-# 0.66, BM25 0.50; off-topic strong: local 0.32, BM25 0.17); the targets (0.85 / 0.65) are not met.
-PUBLIC_FLOORS = {"local": {"recall_at_3": 0.62, "strong_recall_at_3": 0.58, "on_topic_silent_max": 0.18,
-                           "off_topic_strong_max": 0.38},
-                 "bm25": {"recall_at_3": 0.46, "strong_recall_at_3": 0.39, "on_topic_silent_max": 0.40,
-                          "off_topic_strong_max": 0.22}}
+# held-out splits together.  Floors sit a little under what this rule reached (docs/recall.md):
+# recall@3 local 0.87 (strong 0.51), BM25 0.51 (0.42); off-topic strong local 0.13, BM25 0.17;
+# with the perfect System One fake strong recall@3 0.94 = candidate recall@10, off-topic strong 0;
+# with the noisy one 0.87 and 0.04.
+PUBLIC_FLOORS = {"local": {"recall_at_3": 0.84, "strong_recall_at_3": 0.47, "on_topic_silent_max": 0.05,
+                           "off_topic_strong_max": 0.18},
+                 "bm25": {"recall_at_3": 0.48, "strong_recall_at_3": 0.39, "on_topic_silent_max": 0.40,
+                          "off_topic_strong_max": 0.22},
+                 "judge": {"recall_at_3": 0.90, "strong_recall_at_3": 0.90, "on_topic_silent_max": 0.05,
+                           "off_topic_strong_max": 0.02},
+                 "judge-noisy": {"recall_at_3": 0.88, "strong_recall_at_3": 0.82, "on_topic_silent_max": 0.05,
+                                 "off_topic_strong_max": 0.08}}
 
 
 def test_the_public_set_holds_sources_and_both_splits() -> None:
@@ -81,7 +88,7 @@ def test_the_public_set_holds_sources_and_both_splits() -> None:
     assert sum(1 for q in s.queries if q.kind == "nearmiss") >= 15
 
 
-def test_eval_recall_public_set_local_embedder_and_bm25() -> None:
+def test_eval_recall_public_set_every_mode_but_the_fake_embedder() -> None:
     evalset = evaluation.load_set(name="public")
     for mode, floors in PUBLIC_FLOORS.items():
         got = evaluation.run_mode(mode, evalset).summary()
@@ -89,3 +96,5 @@ def test_eval_recall_public_set_local_embedder_and_bm25() -> None:
         assert got["strong_recall_at_3"] >= floors["strong_recall_at_3"], got
         assert got["on_topic_silent"] <= floors["on_topic_silent_max"], got
         assert got["off_topic_strong"] <= floors["off_topic_strong_max"], got
+        if mode == "judge":  # a perfect judge picks every right candidate: the pipeline loses nothing after ranking
+            assert got["strong_recall_at_3"] >= got["candidate_recall_at_10"] - 0.01, got
