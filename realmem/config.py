@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "embedding.timeout": 30.0,
     "embedding.queryPrefix": "",
     "embedding.documentPrefix": "",
-    "embedding.local": "multilingual-e5-small",  # the bundled embedder used while embedding.url is empty; "off" disables it
+    "embedding.local": "e5+use",  # the bundled embedder used while embedding.url is empty; "off" disables it
     "rewriter.url": "",               # empty: the Pi model bridge when the adapter runs
     "rewriter.key": "",
     "rewriter.model": "",
@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "freshness.enabled": True,        # flag memories whose paths changed in git after `updated`
     # Recall and listing.
     "recall.pageSize": 8,
+    "recall.relevance": "semif",      # with semif.url set, System One checks recall's top candidates; "off" keeps the similarity rule
     "list.pageSize": 30,
     "prompt.captions": 12,            # most-used project-wide captions in the <realmem> section
     # Hidden tools of other memory systems.
@@ -91,7 +92,7 @@ UNIT_KEYS = {"gate.coveredBy", "gate.conflictWith", "gate.mergeWith", "gate.impo
 
 
 # Settings with a fixed set of values.
-CHOICES = {"embedding.local": ("multilingual-e5-small", "off")}
+CHOICES = {"embedding.local": ("e5+use", "multilingual-e5-small", "off"), "recall.relevance": ("semif", "off")}
 
 
 # Command-line overrides for this process (``--max-questions``): they win over the environment

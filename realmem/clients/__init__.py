@@ -17,7 +17,7 @@ _WHERE = {
     "AUTO": "models", "list_models": "models", "parse_models": "models", "pick_model": "models",
     "Answer": "systemone", "Answers": "systemone", "ChoiceAnswer": "systemone", "NoulAnswer": "systemone",
     "Question": "systemone", "ScoreAnswer": "systemone", "SystemOneClient": "systemone",
-    "combine_choice": "systemone", "parse_answer": "systemone", "shard_choice": "systemone",
+    "combine_choice": "systemone", "continuation_lines": "systemone", "parse_answer": "systemone", "shard_choice": "systemone",
 }
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ScoreAnswer,
         SystemOneClient,
         combine_choice,
+        continuation_lines,
         parse_answer,
         shard_choice,
     )

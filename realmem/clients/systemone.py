@@ -12,6 +12,7 @@ traces store exactly what the judge said.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -217,6 +218,20 @@ class SystemOneClient(ModelClient):
             answers[name] = parse_answer(raw_answers[name], question)
         _add_usage(usage, reply.get("usage"))
         return 1
+
+
+_FORGED = re.compile(r"^\s*(?:[-*]\s*)?\[")
+
+
+def continuation_lines(text: str) -> list[str]:
+    """A memory's further lines for a state, indented; a line that itself looks like an
+    ``[id]`` line is escaped with a backslash, so a memory cannot forge another option."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        out.append("  " + ("\\" + line.strip() if _FORGED.match(line) else line.strip()))
+    return out
 
 
 def shard_choice(options: dict[str, str], max_options: int, none_key: str = "none") -> list[dict[str, str]]:

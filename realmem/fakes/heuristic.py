@@ -23,6 +23,8 @@ Rules, by question name (similarity = Jaccard of lower-cased word tokens):
 - ``covered_by``: the most similar non-conflicting neighbour with similarity >= 0.8;
 - ``merge_with``: the most similar non-conflicting neighbour with similarity >= 0.5;
 - ``action``: Reinforce / Edit / Merge / Add following the three picks above;
+- ``answers`` (recall's relevance check, a "Question:" state): the memory holding most of the
+  question's words, if it holds at least half of them, else none;
 - ``importance``: 0.75 (of the score range) for facts naming commands, flags, paths or
   tools, else 0.45;
 - ``durable``: 0.15 when the text says currently, today, WIP, TODO, for now, ...; else 0.9;
@@ -120,6 +122,18 @@ class Judgement:
                 best, best_sim = nid, sim
         return best, best_sim
 
+    def answering(self, offered: list[str]) -> tuple[str | None, float]:
+        """(memory id or None, share): the offered memory holding most of the question's words,
+        if it holds at least half of them."""
+        asked = tokens(self.candidate.partition("\n")[0].removeprefix("Question:")) - {"question"}
+        best, best_share = None, 0.0
+        for nid in offered:
+            if nid in self.neighbours and asked:
+                share = len(asked & tokens(self.neighbours[nid])) / len(asked)
+                if share >= 0.5 and share > best_share:
+                    best, best_share = nid, share
+        return best, best_share
+
     def pick(self, name: str, offered: list[str]) -> tuple[str | None, float]:
         """(neighbour id or None, similarity) for covered_by / merge_with / conflict_with."""
         if name == "conflict_with":
@@ -141,7 +155,11 @@ class Judgement:
                 return {"score": 0.75 if technical else 0.45}
             return {"score": 0.5}
         options = list(criteria or {})
-        if name in ("covered_by", "merge_with", "conflict_with"):
+        if name.split("__")[0] == "answers":  # recall's relevance check (read/relevance.py)
+            nid, share = self.answering(options)
+            if nid is not None:
+                return {"choice": nid, "p": round(0.55 + 0.4 * share, 3)}
+        elif name in ("covered_by", "merge_with", "conflict_with"):
             nid, sim = self.pick(name, options)
             if nid is not None:
                 return {"choice": nid, "p": round(0.55 + 0.4 * min(sim, 1.0), 3)}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -40,6 +39,7 @@ from realmem.clients import (
     ScoreAnswer,
     SystemOneClient,
     combine_choice,
+    continuation_lines,
     shard_choice,
 )
 from realmem.config import Config
@@ -124,18 +124,6 @@ TIER_SHOWN = {"high": "full content", "mid": "caption with id", "low": "only cou
 
 # --- state --------------------------------------------------------------------------------------
 
-_FORGED = re.compile(r"^\s*(?:[-*]\s*)?\[")
-
-
-def _continuation(text: str) -> list[str]:
-    out = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        out.append("  " + ("\\" + line.strip() if _FORGED.match(line) else line.strip()))
-    return out
-
-
 @attrs.frozen
 class Neighbour:
     """One neighbour as the judge sees it."""
@@ -150,7 +138,7 @@ class Neighbour:
 def build_state(caption: str, content: str, paths: Sequence[str], scope: str | None,
                 neighbours: Sequence[Neighbour]) -> str:
     lines = [f"Caption: {caption}", "Content: " + (content.splitlines()[0] if content else "")]
-    lines += _continuation("\n".join(content.splitlines()[1:]))
+    lines += continuation_lines("\n".join(content.splitlines()[1:]))
     if specific_paths(paths):
         lines.append("Paths: " + ", ".join(paths))
     if scope:
@@ -160,7 +148,7 @@ def build_state(caption: str, content: str, paths: Sequence[str], scope: str | N
         for n in neighbours:
             first, _, rest = n.content.partition("\n")
             lines.append(f"[{n.short}] {n.caption} — {first}")
-            lines += _continuation(rest)
+            lines += continuation_lines(rest)
             lines.append(f"  Scope: {n.scope}")
             if specific_paths(n.paths):
                 lines.append("  Paths: " + ", ".join(n.paths))

@@ -42,7 +42,8 @@ SCHEMA: dict[str, tuple[str, str]] = {
     "embedding.documentPrefix": ("Endpoints", "Text put before every memory sent to the embedding model "
                                  "(some models want e.g. 'passage: ')."),
     "embedding.local": ("Endpoints", "The embedder used while no embedding endpoint is set: "
-                        "multilingual-e5-small (bundled, offline, about 25 ms a memory on one core) or off "
+                        "e5+use (multilingual-e5-small and the multilingual Universal Sentence Encoder fused; bundled, "
+                        "offline, about 30 ms a memory on one core), multilingual-e5-small alone, or off "
                         "(recall and deduplication then use BM25 only)."),
     "gate.coveredBy": ("Judge thresholds", "P(an existing memory already covers the candidate) at or above "
                        "which it is only reinforced."),
@@ -68,6 +69,9 @@ SCHEMA: dict[str, tuple[str, str]] = {
     "freshness.enabled": ("Path notes", "Flag memories whose paths changed in git after they were written "
                                         "(path notes, recall, manage, `realmem stale`)."),
     "recall.pageSize": ("Recall", "Memories per page of realmem_recall."),
+    "recall.relevance": ("Recall", "semif: with a System One endpoint set, one request per recall asks it which "
+                         "of the 10 best candidates answer the question (the others show as weak matches); "
+                         "off: the similarity rule alone decides (docs/recall.md)."),
     "list.pageSize": ("Recall", "Memories per page of realmem_list and `realmem list`."),
     "prompt.captions": ("Recall", "Most-used project-wide captions listed in the system prompt's <realmem> "
                         "section (from the next session on)."),

@@ -1,0 +1,128 @@
+"""Recall's second stage: System One says which of the top candidates answer the question.
+
+Similarity cannot tell "about this project, but no fact covers it" from "covered": a near miss
+scores like a hit on every embedding and BM25 signal (docs/recall.md).  So when ``semif.url``
+is set, recall asks the judge one choice question over its best ``CANDIDATES`` (their ids plus
+``none``), the way the gate asks ``covered_by``: what it gives at least ``RELEVANT_P`` is a
+match, the other candidates are weak matches.  A choice wider than ``semif.maxOptions`` is
+split into shards sent in one request where the server allows.  Verdicts are kept per (query,
+candidate texts) for the process, so asking again costs nothing.  Any endpoint error (503, 422,
+a timeout, a malformed answer) returns None: recall keeps the rule of the first stage and
+loses nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from realmem.clients.errors import Error
+from realmem.events.types import Key
+from realmem.logs import get_logger
+from realmem.stores import ids
+
+if TYPE_CHECKING:
+    from realmem.app import Realmem
+    from realmem.clients.systemone import SystemOneClient
+    from realmem.projections.state import Memory
+
+log = get_logger(__name__)
+
+CANDIDATES = 10  # the first stage's best, offered to the judge (10 + none fit SemIf's 16 options)
+RELEVANT_P = 0.3  # the judge's probability that makes a candidate a match
+QUESTION = "answers"
+NONE = "none"
+INSTRUCTIONS = ("A coding agent asked the question above. Which of the memories listed answers it, that is, "
+                "states what the agent needs to know to act on the question? Pick none when no memory does, "
+                "even if some are about the same project or topic.")
+CACHE_SIZE = 512
+TIMEOUT = 5.0  # seconds: recall waits for the judge at most this long, then keeps its own rule
+
+
+@attrs.frozen
+class Verdict:
+    relevant: frozenset[Key]
+    trace: dict[str, Any]
+
+
+_cache: OrderedDict[tuple, Verdict] = OrderedDict()
+_clients: dict[tuple, SystemOneClient] = {}
+
+
+def enabled(app: Realmem) -> bool:
+    return bool(app.config["semif.url"]) and app.config["recall.relevance"] != "off"
+
+
+def state(query: str, candidates: Sequence[Memory]) -> str:
+    from realmem.clients.systemone import continuation_lines
+
+    lines = [f"Question: {' '.join(query.split())}", "", "Memories:"]
+    for m in candidates:
+        first, _, rest = m.content.partition("\n")
+        lines.append(f"[{ids.short(m.id)}] {m.caption} — {first}")
+        lines += continuation_lines(rest)
+    return "\n".join(lines)
+
+
+def check(app: Realmem, query: str, candidates: Sequence[Memory]) -> Verdict | None:
+    """Which of ``candidates`` (best first, at most CANDIDATES) answer ``query``; None when the
+    check is off, there is nothing to check, or the judge could not answer."""
+    if not candidates or not enabled(app):
+        return None
+    from realmem.clients.systemone import Question, combine_choice, shard_choice
+
+    candidates = list(candidates)[:CANDIDATES]
+    client = _client(app)
+    key = (client.url, app.config["semif.model"], " ".join(query.split()),
+           tuple((m.id, m.hash) for m in candidates))
+    cached = _cache.get(key)
+    if cached is not None:
+        _cache.move_to_end(key)
+        return attrs.evolve(cached, trace=cached.trace | {"cached": True})
+    by_short = {ids.short(m.id): (m.store, m.id) for m in candidates}
+    options = {ids.short(m.id): m.caption[:160] or ids.short(m.id) for m in candidates} | \
+        {NONE: "none of these memories answers the question"}
+    shards = shard_choice(options, max(2, client.max_options), NONE)
+    questions = {QUESTION if i == 0 else f"{QUESTION}__{i}": Question("choice", INSTRUCTIONS, part)
+                 for i, part in enumerate(shards)}
+    started = time.perf_counter()
+    try:
+        answers = client.ask(state(query, candidates), questions)
+        combined = combine_choice([answers.choice(name) for name in questions], NONE)
+    except Error as exc:
+        log.warning("recall.relevance_failed", error=type(exc).__name__, detail=str(exc)[:200],
+                    candidates=len(candidates))
+        return None
+    latency = round((time.perf_counter() - started) * 1000, 1)
+    picked = {s for s, p in combined.probabilities.items() if s != NONE and p >= RELEVANT_P}
+    trace = {"judge": f"semif:{answers.model}", "question": INSTRUCTIONS, "options": list(options),
+             "probabilities": {s: round(p, 4) for s, p in combined.probabilities.items()},
+             "relevant": sorted(picked), "threshold": RELEVANT_P, "latency_ms": latency,
+             "requests": answers.requests, "usage": answers.usage, "cached": False}
+    log.info("recall.relevance", candidates=len(candidates), relevant=len(picked), latency_ms=latency,
+             requests=answers.requests)
+    verdict = Verdict(frozenset(by_short[s] for s in picked if s in by_short), trace)
+    _cache[key] = verdict
+    while len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
+    return verdict
+
+
+def _client(app: Realmem) -> SystemOneClient:
+    """One client per settings, kept for the process: its "(auto)" model is resolved once."""
+    from realmem.clients.systemone import SystemOneClient
+
+    cfg = app.config
+    sig = tuple(str(cfg[k]) for k in ("semif.url", "semif.model", "semif.maxQuestions", "semif.maxOptions",
+                                      "semif.timeout")) + (cfg.secret("semif.key"),)
+    c = _clients.get(sig)
+    if c is None:
+        c = _clients[sig] = SystemOneClient(
+            url=str(cfg["semif.url"]), key=cfg.secret("semif.key"), model=str(cfg["semif.model"] or ""),
+            timeout=min(TIMEOUT, float(cfg["semif.timeout"])), max_questions=int(cfg["semif.maxQuestions"]),
+            max_options=int(cfg["semif.maxOptions"]), key_advice=cfg.key_advice("semif.key"))
+    return c
