@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from realmem.clients.errors import Error
+from realmem.clients.systemone import Question, SystemOneClient, combine_choice, continuation_lines, shard_choice
 from realmem.events.types import Key
 from realmem.logs import get_logger
 from realmem.stores import ids
 
 if TYPE_CHECKING:
     from realmem.app import Realmem
-    from realmem.clients.systemone import SystemOneClient
     from realmem.projections.state import Memory
 
 log = get_logger(__name__)
@@ -58,7 +58,6 @@ def enabled(app: Realmem) -> bool:
 
 
 def state(query: str, candidates: Sequence[Memory]) -> str:
-    from realmem.clients.systemone import continuation_lines
 
     lines = [f"Question: {' '.join(query.split())}", "", "Memories:"]
     for m in candidates:
@@ -73,7 +72,6 @@ def check(app: Realmem, query: str, candidates: Sequence[Memory]) -> Verdict | N
     check is off, there is nothing to check, or the judge could not answer."""
     if not candidates or not enabled(app):
         return None
-    from realmem.clients.systemone import Question, combine_choice, shard_choice
 
     candidates = list(candidates)[:CANDIDATES]
     client = _client(app)
@@ -114,7 +112,6 @@ def check(app: Realmem, query: str, candidates: Sequence[Memory]) -> Verdict | N
 
 def _client(app: Realmem) -> SystemOneClient:
     """One client per settings, kept for the process: its "(auto)" model is resolved once."""
-    from realmem.clients.systemone import SystemOneClient
 
     cfg = app.config
     sig = tuple(str(cfg[k]) for k in ("semif.url", "semif.model", "semif.maxQuestions", "semif.maxOptions",
