@@ -241,9 +241,11 @@ def _script_judge(judge: FakeSystemOne, evalset: EvalSet, fact_of: dict[str, str
         asked = state.partition("\n")[0].removeprefix("Question: ")
         options = list(question["criteria"])
         right = [o for o in options if fact_of.get(o) in expected.get(asked, set())]
-        draw = random.Random(f"{asked}|{','.join(options)}")
+        # The draw is keyed on the texts, not the ids: ids are new every run, the result must not be.
+        texts = sorted(options, key=lambda o: fact_of.get(o, o))
+        draw = random.Random("|".join([asked, *(fact_of.get(o, o) for o in texts)]))
         if draw.random() < noise:
-            wrong = [o for o in options if o not in right]
+            wrong = [o for o in texts if o not in right]
             return {"probabilities": {draw.choice(wrong): 1.0}}
         return {"probabilities": {o: 1.0 for o in right} if right else {relevance.NONE: 1.0}}
 

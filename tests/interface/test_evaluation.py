@@ -68,7 +68,7 @@ def test_eval_recall_with_the_fake_embedder() -> None:
 # held-out splits together.  Floors sit a little under what this rule reached (docs/recall.md):
 # recall@3 local 0.87 (strong 0.51), BM25 0.51 (0.42); off-topic strong local 0.13, BM25 0.17;
 # with the perfect System One fake strong recall@3 0.94 = candidate recall@10, off-topic strong 0;
-# with the noisy one 0.87 and 0.04.
+# with the noisy one (a fixed draw keyed on the texts) 0.93 (strong 0.84) and 0.08.
 PUBLIC_FLOORS = {"local": {"recall_at_3": 0.84, "strong_recall_at_3": 0.47, "on_topic_silent_max": 0.05,
                            "off_topic_strong_max": 0.18},
                  "bm25": {"recall_at_3": 0.48, "strong_recall_at_3": 0.39, "on_topic_silent_max": 0.40,
@@ -76,7 +76,7 @@ PUBLIC_FLOORS = {"local": {"recall_at_3": 0.84, "strong_recall_at_3": 0.47, "on_
                  "judge": {"recall_at_3": 0.90, "strong_recall_at_3": 0.90, "on_topic_silent_max": 0.05,
                            "off_topic_strong_max": 0.02},
                  "judge-noisy": {"recall_at_3": 0.88, "strong_recall_at_3": 0.82, "on_topic_silent_max": 0.05,
-                                 "off_topic_strong_max": 0.08}}
+                                 "off_topic_strong_max": 0.10}}
 
 
 def test_the_public_set_holds_sources_and_both_splits() -> None:
