@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 # pytest exits 5 when it collects no tests; set -e makes that a failure too.
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# The wheel, installed as pipx / uvx users install it, in a fresh environment outside the checkout.
+./scripts/smoke-wheel.sh
 npx tsc --noEmit
 # The adapter's tests run without the bundled embedder (its cost per memory, not its
 # behaviour: that is tested over the real rpc child in tests/read/test_local_embedder.py).

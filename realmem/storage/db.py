@@ -14,6 +14,8 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import apsw
@@ -23,7 +25,8 @@ from realmem.storage import fsutil
 
 logger = get_logger(__name__)
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# Inside the package, so an installed wheel (pipx, uvx) carries them as a checkout does.
+MIGRATIONS = resources.files("realmem.storage").joinpath("migrations")
 BUSY_TIMEOUT_MS = 30_000
 WAL_SIZE_LIMIT = 4 << 20  # what wal_autocheckpoint's 1,000 pages fill
 
@@ -159,10 +162,10 @@ class Checkpoints:
             logger.warning("checkpoint.failed", path=path, error=str(exc))
 
 
-def _migration_files() -> list[tuple[int, Path]]:
+def _migration_files() -> list[tuple[int, Traversable]]:
     out = []
-    for f in MIGRATIONS_DIR.glob("*.sql"):
-        m = re.match(r"(\d+)_", f.name)
+    for f in MIGRATIONS.iterdir():
+        m = re.match(r"(\d+)_.*\.sql$", f.name)
         if m:
             out.append((int(m.group(1)), f))
     return sorted(out)
