@@ -34,7 +34,7 @@ import attrs
 import click
 
 from realmem.app import RealmemError
-from realmem.config import home_dir
+from realmem.config import SECRET_KEYS, Config, home_dir, secret_var
 from realmem.storage.fsutil import atomic_write_text
 from realmem.stores.project import detect
 
@@ -59,10 +59,56 @@ def hook_command(home: str | None) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def launcher(executable: str = sys.executable, source: str | None = None) -> list[str]:
+    """How a client starts this realmem: its own Python, except under ``uvx``, whose
+    environment lives in uv's cache and may be pruned; that one is started as it was started
+    (``uvx --from <source> realmem``), from the source pip recorded (PEP 610)."""
+    parts = Path(executable).parts
+    cached = any(p.startswith(("archive-v", "builds-v")) for p in parts) and "uv" in parts
+    if cached and (source := source or installed_from()):
+        return ["uvx", "--from", source, "realmem"]
+    return [executable, "-m", "realmem"]
+
+
+def installed_from() -> str | None:
+    """The path or VCS URL realmem was installed from, when it was not an index or a checkout."""
+    import importlib.metadata  # here: the CLI imports this module at start, and only uvx needs it
+
+    try:
+        raw = importlib.metadata.distribution("realmem").read_text("direct_url.json")
+        info = json.loads(raw or "{}")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+    if info.get("dir_info", {}).get("editable"):
+        return None
+    url = info.get("url")
+    vcs = info.get("vcs_info", {}).get("vcs")
+    if not isinstance(url, str):
+        return None
+    if vcs:
+        return f"{vcs}+{url}"
+    return url.removeprefix("file://") if url.startswith("file://") else url
+
+
+# Codex starts MCP servers with a fixed list of variables (HOME, PATH, USER, …) plus those an
+# entry names in env_vars; the rest of the user's environment is dropped.
+def forwarded_env(home: str | None) -> list[str]:
+    """The variables a client must pass to the server: REALMEM_HOME, every REALMEM_* set now,
+    and the variables the configured keys refer to (``$VAR``, ``env:VAR``)."""
+    names = {"REALMEM_HOME", *(k for k in os.environ if k.startswith("REALMEM_"))}
+    cfg = Config(home_dir(home))
+    for key in SECRET_KEYS:
+        var = secret_var(str(cfg.raw(key) or ""))
+        if var:
+            names.add(var)
+    return sorted(names)
+
+
 def server_entry(home: str | None) -> dict[str, Any]:
     """The stdio MCP server entry, in the ``mcpServers`` shape most clients share."""
-    args = ["-m", "realmem"] + (["--home", home] if home else []) + ["mcp"]
-    return {"type": "stdio", "command": sys.executable, "args": args, "env": {}}
+    command, *first = launcher()
+    args = first + (["--home", home] if home else []) + ["mcp"]
+    return {"type": "stdio", "command": command, "args": args, "env": {}}
 
 
 def hook_entries(home: str | None) -> dict[str, dict[str, Any]]:
@@ -342,7 +388,9 @@ def client_snippet(client: str, home: str | None) -> str:
     entry = server_entry(home)
     if client == "codex":  # ~/.codex/config.toml
         args = ", ".join(json.dumps(a) for a in entry["args"])
-        return f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(entry['command'])}\nargs = [{args}]\n"
+        env_vars = ", ".join(json.dumps(v) for v in forwarded_env(home))
+        return (f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(entry['command'])}\nargs = [{args}]\n"
+                f"env_vars = [{env_vars}]\n")
     if client == "opencode":  # opencode.json
         return _dump({"mcp": {SERVER_NAME: {"type": "local", "command": [entry["command"], *entry["args"]],
                                             "enabled": True}}})

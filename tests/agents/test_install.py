@@ -258,3 +258,17 @@ def test_a_second_install_keeps_the_first_record(repo: Path, home: Path) -> None
     assert all(h["command"] == install.hook_command(str(other)) for _, h in ours(load(settings)))
     assert invoke("claude-code", "--uninstall", "--yes", cwd=repo).exit_code == 0
     assert settings.read_text(encoding="utf-8") == "{}"
+
+
+def test_the_entry_starts_realmem_as_it_was_installed() -> None:
+    """A venv (a checkout, pipx) is started by its own Python; uvx's, in uv's cache, may be
+    pruned, so the entry runs uvx again from the recorded source."""
+    assert install.launcher("/home/u/.local/share/pipx/venvs/realmem/bin/python") == \
+        ["/home/u/.local/share/pipx/venvs/realmem/bin/python", "-m", "realmem"]
+    cached = "/home/u/.cache/uv/archive-v0/AbC123/bin/python"
+    assert install.launcher(cached, "git+https://github.com/example/realmem") == \
+        ["uvx", "--from", "git+https://github.com/example/realmem", "realmem"]
+    assert install.launcher(cached, "/src/realmem") == ["uvx", "--from", "/src/realmem", "realmem"]
+    # Where pip recorded no source (an index install), the Python itself is the best there is.
+    assert install.installed_from() is None  # this checkout is an editable install: no source to give uvx
+    assert install.launcher(cached) == [cached, "-m", "realmem"]

@@ -92,8 +92,14 @@ def test_tools_prompt_and_resource_over_stdio(env: dict[str, str], semif: FakeSy
         return await s.call_tool("realmem_forget", {"ids": [mem_id[:12], "zzzzzzzz"]})
 
     gone = run_client(env, tmp_path, forget, roots=[repo], errlog=tmp_path / "mcp.log")
-    assert not gone.is_error
+    assert gone.is_error  # an unknown id is a tool error, and the text still says what was forgotten
     assert text_of(gone) == f"Forgot 1 memory: {mem_id}\nno memory with id or prefix zzzzzzzz"
+    child = Child(home, env)
+    try:
+        err = child.error("forget", {"cwd": str(repo), "ids": ["zzzzzzzz"]})
+    finally:
+        child.close()
+    assert err == {"code": 1, "message": "no memory with id or prefix zzzzzzzz"}  # the same code over rpc
 
     audit = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--cwd", str(repo), "audit", mem_id],
                            capture_output=True, text=True, env=env, check=True)
@@ -220,3 +226,37 @@ def test_a_roots_change_moves_the_server_to_the_new_workspace(env: dict[str, str
     seen = run_client(env, tmp_path, body, roots=roots, errlog=tmp_path / "mcp.log")
     assert str(repo) in seen[0] and str(other) not in seen[0]
     assert str(other) in seen[-1]
+
+
+# What Codex passes to the MCP servers it starts, beside an entry's env_vars (codex-rs
+# rmcp-client, DEFAULT_ENV_VARS on unix); every other variable of the user's shell is dropped.
+CODEX_DEFAULT_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "USER", "__CF_USER_TEXT_ENCODING", "LANG", "LC_ALL",
+                     "TERM", "TMPDIR", "TZ")
+
+
+def test_the_printed_codex_entry_carries_realmems_environment(env: dict[str, str], semif: FakeSystemOne,
+                                                               repo: Path, home: Path, tmp_path: Path) -> None:
+    """Endpoints set by environment only reach a server started the way Codex starts it."""
+    import tomllib  # here: only this test reads TOML
+
+    env["REALMEM_EMBEDDING_URL"] = "http://127.0.0.1:9/v1"
+    env["REALMEM_SEMIF_KEY"] = "$TEAM_SEMIF_KEY"  # a key by reference: its variable must be forwarded too
+    env["TEAM_SEMIF_KEY"] = "sk-test-" + os.urandom(8).hex()
+    printed = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "install", "mcp", "--client", "codex"],
+                             env=env, capture_output=True, text=True, check=True).stdout
+    entry = tomllib.loads(printed)["mcp_servers"]["realmem"]
+    assert {"REALMEM_HOME", "REALMEM_SEMIF_URL", "REALMEM_EMBEDDING_URL", "REALMEM_SEMIF_KEY",
+            "TEAM_SEMIF_KEY"} <= set(entry["env_vars"])
+    codex_env = {k: env[k] for k in (*CODEX_DEFAULT_ENV, *entry["env_vars"]) if k in env}
+
+    async def body(s: ClientSession) -> str:
+        return text_of(await s.call_tool("realmem_status", {}))
+
+    status = run_client(codex_env, repo, body, errlog=tmp_path / "mcp.log", command=[entry["command"], *entry["args"]])
+    assert semif.url in status and "semif not set" not in status
+    assert str(home) in status or home.name in status
+    # Without env_vars the same server would run on another home with no judge: the check can fail.
+    bare = {k: env[k] for k in CODEX_DEFAULT_ENV if k in env}
+    status_bare = run_client(bare | {"HOME": str(tmp_path / "h")}, repo, body, errlog=tmp_path / "mcp.log",
+                             command=[entry["command"], *entry["args"]])
+    assert semif.url not in status_bare

@@ -15,9 +15,11 @@ CLIENT = types.Implementation(name="test-agent", version="1.2.3")
 
 
 def run_client(env: dict[str, str], cwd: Path, body: Callable[[ClientSession], Awaitable[Any]], *,
-               roots: list[Path] | None = None, errlog: Path) -> Any:
-    """Start the server, initialize a session (offering ``roots`` when given), run ``body``."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "realmem.interface.cli", "mcp"], env=env, cwd=str(cwd))
+               roots: list[Path] | None = None, errlog: Path, command: list[str] | None = None) -> Any:
+    """Start the server (``command``, by default this Python's), initialize a session
+    (offering ``roots`` when given), run ``body``."""
+    exe, *args = command or [sys.executable, "-m", "realmem.interface.cli", "mcp"]
+    params = StdioServerParameters(command=exe, args=args, env=env, cwd=str(cwd))
 
     async def list_roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[types.Root(uri=p.as_uri(), name=p.name) for p in roots or []])
