@@ -12,6 +12,7 @@ from realmem.read import freshness, recall as recall_mod, render, status as stat
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
+from realmem.errors import NotFound
 from realmem.words import count
 
 
@@ -65,6 +66,8 @@ def forget(app: Realmem, id_values: Sequence[str]) -> dict[str, Any]:
     done = [f"Forgot {count(len(keys), 'memory')}: "
             + ", ".join(ids.short(k.id) for k in keys)] if keys else []
     text = "\n".join(done + errors) or "Nothing forgotten."
+    if errors:  # an unknown id is an error in every front end; the text says what was forgotten anyway
+        raise NotFound(text)
     return {"text": text, "details": {"forgotten": [ids.short(k.id) for k in keys], "errors": errors}}
 
 
