@@ -91,6 +91,12 @@ UNIT_KEYS = {"gate.coveredBy", "gate.conflictWith", "gate.mergeWith", "gate.impo
              "consolidate.coveredBy", "consolidate.conflictWith", "consolidate.mergeWith"}
 
 
+# Pairs whose first value must not exceed the second: inverted, one rule never fires (a path
+# note "mid" above "high" makes every mid note a full one; a base backoff above the cap).
+ORDERED = (("pathNotes.mid", "pathNotes.high"), ("gate.judgeNeighbors", "gate.neighbors"),
+           ("queue.baseBackoffSeconds", "queue.maxBackoffSeconds"))
+
+
 # Settings with a fixed set of values.
 CHOICES = {"embedding.local": ("e5+use", "multilingual-e5-small", "off"), "recall.relevance": ("semif", "off")}
 
@@ -235,7 +241,7 @@ class Config:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{self.path}: cannot read config: {exc}") from exc
 
-    def get(self, key: str) -> Any:
+    def _get(self, key: str) -> Any:
         if key in _OVERRIDES:
             return _OVERRIDES[key]
         default = DEFAULTS.get(key)
@@ -255,6 +261,18 @@ class Config:
             except ConfigError as exc:
                 raise ConfigError(f"{self.path}: {exc} (fix it with `realmem settings set` or unset it)") from None
         return default
+
+    def get(self, key: str) -> Any:
+        """The value, checked on its own and, for an ORDERED pair, against its partner (set by
+        config.json or the environment, an inverted pair is refused where it is used)."""
+        value = self._get(key)
+        for low, high in ORDERED:
+            if key in (low, high):
+                lo, hi = (value, self._get(high)) if key == low else (self._get(low), value)
+                if lo > hi:
+                    raise ConfigError(f"{low} ({lo:g}) is above {high} ({hi:g}); "
+                                      f"fix it {set_in(low)}")
+        return value
 
     def __getitem__(self, key: str) -> Any:
         return self.get(key)
@@ -288,7 +306,14 @@ class Config:
     def set(self, key: str, value: Any) -> None:
         if key not in DEFAULTS:
             raise ConfigError(f"unknown setting {key!r}")
-        self._file[key] = check(key, value)
+        value = check(key, value)
+        for low, high in ORDERED:
+            if key in (low, high):
+                lo, hi = (value, self._get(high)) if key == low else (self._get(low), value)
+                if lo > hi:
+                    raise ConfigError(f"{low} ({lo:g}) must not be above {high} ({hi:g}); "
+                                      f"change {high if key == low else low} first")
+        self._file[key] = value
         self.save()
 
     def unset(self, key: str) -> bool:

@@ -168,13 +168,42 @@ def test_endpoints(cfg: Config) -> list[dict[str, Any]]:
                 note = REWRITER_BRIDGE
             results.append({"endpoint": name, "ok": name != "semif", "message": note})
             continue
+        unset_var = _unset_key_var(cfg, f"{name}.key")
+        if unset_var:
+            results.append({"endpoint": name, "ok": False, "message": unset_var})
+            continue
         try:
             models = list_endpoint_models(cfg, name)
             model = pick_model(str(cfg[f"{name}.model"] or ""), models, f"{name}.model")
+            if models and model not in models:  # the server would refuse every call, and the queue retry it
+                raise EndpointError(f"model {model} is not among the models {url} lists "
+                                    f"({', '.join(models[:8])}{', …' if len(models) > 8 else ''}); "
+                                    f"see `{frontend.hint('settings', 'settings models ' + name)}`")
+            if name == "embedding":
+                _probe_embedding(cfg)
             results.append({"endpoint": name, "ok": True, "message": f"{url} answers; model {model}"})
         except (EndpointError, EndpointUnavailable) as exc:
             results.append({"endpoint": name, "ok": False, "message": str(exc)})
     return results
+
+
+def _unset_key_var(cfg: Config, key: str) -> str | None:
+    """The problem when ``key`` refers to a variable ($VAR, env:VAR) that is not set."""
+    var = secret_var(str(cfg.get(key) or "").strip())
+    if var and not os.environ.get(var):
+        return cfg.key_advice(key)
+    return None
+
+
+def _probe_embedding(cfg: Config) -> None:
+    """Embed one string: a server that lists models but does not embed (a chat server given as
+    the embedding URL) passes the model list and fails here."""
+    from realmem.clients.embeddings import EmbeddingsClient  # here: only the test embeds; status starts lighter
+
+    with EmbeddingsClient.from_config(cfg) as client:
+        vector = client.embed_query("realmem settings test")
+    if not vector:
+        raise EndpointError("the embedding endpoint answered with an empty vector")
 
 
 # --- the commands (one function each, returning {text, details}; the CLI and rpc call them) -----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.clients.errors import EndpointError
-from realmem.config import Config
+from realmem.config import Config, ConfigError
 from realmem.events import types as ev
 from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
 from realmem.gate.judge import urgency_key
@@ -376,3 +376,44 @@ def test_settings_get_gives_sections_descriptions_defaults_and_key_problems(home
     assert items["semif.key"]["problem"] is None  # the variable is set
     assert items["embedding.key"]["problem"] == "missing: env:MY_EMBED_KEY is not set"
     assert items["rewriter.key"]["problem"] is None  # no key at all is not a broken reference
+
+
+def test_settings_test_fails_what_every_call_would_fail(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model the server does not list, a chat server given as the embedding URL, and a key
+    naming an unset variable: each is a FAIL with its reason, not an "ok"."""
+    cfg = Config(home)
+    with FakeSystemOne(models=["judge-a"]) as s1, FakeChat(models=["chat-1"]) as chat:
+        cfg.set("semif.url", s1.url)
+        cfg.set("semif.model", "no-such-model")
+        cfg.set("embedding.url", chat.url)  # lists a model, embeds nothing
+        results = {r["endpoint"]: r for r in run_endpoint_tests(cfg)}
+        assert results["semif"]["ok"] is False
+        assert "no-such-model is not among the models" in results["semif"]["message"]
+        assert "judge-a" in results["semif"]["message"]
+        assert results["embedding"]["ok"] is False
+        cfg.set("semif.model", "judge-a")
+        monkeypatch.delenv("REALMEM_TEST_UNSET_KEY", raising=False)
+        cfg.set("semif.key", "$REALMEM_TEST_UNSET_KEY")
+        results = {r["endpoint"]: r for r in run_endpoint_tests(cfg)}
+        assert results["semif"]["ok"] is False
+        assert "REALMEM_TEST_UNSET_KEY is not set" in results["semif"]["message"]
+        cfg.unset("semif.key")
+        cfg.unset("embedding.url")
+        results = {r["endpoint"]: r for r in run_endpoint_tests(cfg)}
+        assert results["semif"] == {"endpoint": "semif", "ok": True, "message": f"{s1.url} answers; model judge-a"}
+
+
+def test_inverted_threshold_pairs_are_refused(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = Config(home)
+    with pytest.raises(ConfigError, match=r"pathNotes.mid \(2\) must not be above pathNotes.high \(1.5\)"):
+        cfg.set("pathNotes.mid", 2.0)
+    with pytest.raises(ConfigError, match="queue.baseBackoffSeconds"):
+        cfg.set("queue.maxBackoffSeconds", 1.0)
+    assert Config(home).get("pathNotes.mid") == 0.75  # nothing was written
+    cfg.set("pathNotes.high", 3.0)
+    cfg.set("pathNotes.mid", 2.0)  # in the right order both land
+    assert (Config(home)["pathNotes.mid"], Config(home)["pathNotes.high"]) == (2.0, 3.0)
+    # Set by environment, an inverted pair is refused where it is used, naming both keys.
+    monkeypatch.setenv("REALMEM_GATE_JUDGENEIGHBORS", "400")
+    with pytest.raises(ConfigError, match=r"gate.judgeNeighbors \(400\) is above gate.neighbors \(254\)"):
+        Config(home)["gate.judgeNeighbors"]
