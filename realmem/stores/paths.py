@@ -683,20 +683,47 @@ def touched_paths_from_bash(command: str, *, cwd: Path, home: Path) -> list[str]
     """Absolute paths named by words of a bash command that exist on disk.
 
     Options are skipped, but the value of --flag=value and VAR=value is checked. A directory
-    word counts as touched; matching makes sure that only notes at or below it fire. At most
+    word counts as touched; matching makes sure that only notes at or below it fire. A glob
+    word names the files it expands to; after ``cd DIR`` words are read against DIR. At most
     _MAX_BASH_WORDS words are checked, since this runs after every tool call.
     """
     found: list[str] = []
     checked = 0
+    here = cwd  # moved by `cd DIR`: later words are relative to DIR, as the shell reads them
+    after_cd = False
     for word in _bash_words(command):
+        if after_cd and all(c in _SHELL_OPERATORS for c in word):
+            here, after_cd = home, False  # `cd` alone (`cd; …`, `cd && …`) goes home
+            continue
         for candidate in _candidates(word):
             if checked >= _MAX_BASH_WORDS:
                 return _dedupe(found)
             checked += 1
             try:
-                path = normalize_input(candidate, cwd=cwd, home=home)
+                path = normalize_input(candidate, cwd=here, home=home)
             except PathError:
                 continue
             if os.path.lexists(path):
                 found.append(path)
+                if after_cd and os.path.isdir(path):
+                    here = Path(path)
+            elif _has_glob(candidate):
+                found.extend(_expand(path))
+        after_cd = word == "cd"
     return _dedupe(found)
+
+
+_MAX_GLOB_MATCHES = 20  # a bash glob word (`ls src/db/*.sql`) names at most this many files
+
+
+def _expand(abs_pattern: str) -> list[str]:
+    """The files a glob word names on disk, as the shell would expand it (no ``**``: one level a
+    segment, so the hook's cost stays that of listing a few directories)."""
+    import glob  # here: only a command with a glob word needs it, and the hook runs after every tool
+
+    out = []
+    for match in glob.iglob(abs_pattern):
+        out.append(match)
+        if len(out) >= _MAX_GLOB_MATCHES:
+            break
+    return sorted(out)

@@ -661,3 +661,27 @@ def test_check_paths_over_rpc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     for apps in server.all_apps:
         for a in apps.values():
             a.close()
+
+
+def test_bash_glob_words_expand_against_the_disk(workspace: tuple[Path, Path]) -> None:
+    home, project = workspace
+    p = project.as_posix()
+    (project / "src" / "db").mkdir()
+    for name in ("001.sql", "002.sql", "notes.txt"):
+        (project / "src" / "db" / name).write_text("")
+    found = touched_paths_from_bash("ls src/db/*.sql src/nothing/*.sql", cwd=project, home=home)
+    assert found == [f"{p}/src/db/001.sql", f"{p}/src/db/002.sql"]
+
+
+def test_bash_words_after_cd_are_relative_to_its_directory(workspace: tuple[Path, Path]) -> None:
+    home, project = workspace
+    p = project.as_posix()
+    (project / "src" / "db").mkdir()
+    (project / "src" / "db" / "schema.sql").write_text("")
+    found = touched_paths_from_bash("cd src/db && cat schema.sql", cwd=project, home=home)
+    assert found == [f"{p}/src/db", f"{p}/src/db/schema.sql"]
+    # `cd` alone goes home: the words after it are not read against the project.
+    assert touched_paths_from_bash("cd; cat schema.sql", cwd=project / "src" / "db", home=home) == []
+    # A cd into something that is not a directory moves nothing.
+    found = touched_paths_from_bash("cd src/a.py; cat a.py", cwd=project / "src", home=home)
+    assert found == [f"{p}/src/a.py"]
