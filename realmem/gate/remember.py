@@ -40,7 +40,7 @@ from realmem.events.trace import (AnswerTrace, CandidateTrace, DecisionTrace, Du
                                   Finding, GateTrace, JudgeTrace, LockHolder, LockTrace, MemoryText, NeighbourSources,
                                   NeighbourTrace, RewriteTrace, SafetyTrace, UrgencyTrace, dump)
 from realmem.events.types import Action, Key, content_hash
-from realmem.frontend import settings_hint
+from realmem.frontend import hint, settings_hint
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import store_kind
 from realmem.projections import index, tables
@@ -98,14 +98,19 @@ class Plan:
     new_paths: list[str] | None = None
     reason: str = ""          # queue / reject reason
     retry_after: float | None = None
+    permanent: bool = False   # queued after a refusal that retrying alone will not change
     urgency: ScoreAnswer | None = None
 
 
 class _Queue(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    """``permanent``: the endpoint refused the request itself (unknown model, 401, a 422 that
+    splitting cannot fix); retrying helps only once a setting changes."""
+
+    def __init__(self, reason: str, retry_after: float | None = None, *, permanent: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.permanent = permanent
 
 
 # --- small helpers ------------------------------------------------------------------------------
@@ -233,6 +238,11 @@ def retry(app: Realmem, *, force: bool = False, progress: Callable[[int, int], N
     return out
 
 
+# A candidate the judge refused this many times in a row for a reason retrying cannot change
+# is marked failed: kept, shown with its reason, retried only by `realmem retry`.
+FAILED_AFTER = 3
+FAILED_PREFIX = "failed: "
+
 # A candidate whose project is gone is rescheduled with the usual backoff this many times
 # (the checkout may come back: a remounted disk, a branch switched back), then dropped.
 GONE_ATTEMPTS = 8
@@ -299,7 +309,8 @@ def _plan_or_queue(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
     try:
         return _plan(app, cand, trace)
     except _Queue as q:
-        return Plan(Action.QUEUE, "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after)
+        return Plan(Action.QUEUE, "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after,
+                    permanent=q.permanent)
 
 
 def _plan(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
@@ -393,7 +404,7 @@ def _ask_judge(app: Realmem, cand: Candidate, shown: list[Memory], stored: list[
         raise _Queue("the SemIf judge is unreachable", exc.retry_after) from None
     except EndpointError as exc:
         trace.judge = JudgeTrace(configured=True, error=str(exc))
-        raise _Queue(f"the SemIf judge refused the request ({exc})") from None
+        raise _Queue(f"the SemIf judge refused the request ({exc})", permanent=True) from None
     finally:
         client.close()
     combined = judge.combine(answers, shards)
@@ -597,9 +608,11 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings
     attempts = queries.pending_attempts(app.conn, cand.candidate_id)
     trace.decision = attrs.evolve(trace.decision or DecisionTrace(), action=Action.QUEUE, rule=plan.rule,
                                   reason=plan.reason)
+    failed = plan.permanent and attempts is not None and attempts + 1 >= FAILED_AFTER
     if attempts is not None:
-        events: list[ev.Event] = [ev.CandidateRetried(cand.candidate_id, plan.reason,
-                                                      next_try(app, attempts + 1, plan.retry_after))]
+        events: list[ev.Event] = [ev.CandidateRetried(
+            cand.candidate_id, f"{FAILED_PREFIX}{plan.reason}" if failed else plan.reason,
+            queries.NEVER if failed else next_try(app, attempts + 1, plan.retry_after))]
     else:
         events = [ev.Decided(cand.candidate_id, pk, Action.QUEUE, plan.rule, None, dump(trace)),
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
@@ -608,6 +621,9 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings
     if "not configured" in plan.reason:
         text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
                 f"({settings_hint('semif.url')}).")
+    elif failed:
+        text = (f"Failed: {plan.reason}, {FAILED_AFTER} times; it stays queued but is no longer retried "
+                f"automatically. Fix the setting ({hint('settings', 'settings test')}), then {hint('retry')}.")
     elif plan.rule == "lock-busy":
         text = "Queued: another process holds the write lock; it will be retried automatically."
     else:

@@ -38,6 +38,12 @@ def start(app: Realmem) -> dict[str, Any]:
     if queued:
         notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
                      f"(retried automatically; {hint('retry')}).")
+    failed = queries.failed(app.conn, key)
+    if failed:
+        notes.append(f"{count(len(failed), 'queued candidate', 'queued candidates')} failed and "
+                     f"{'is' if len(failed) == 1 else 'are'} no longer retried automatically "
+                     f"({failed[-1].removeprefix('failed: ')}); fix the setting, then {hint('retry')}.")
+        level = "warning"
     refused = queries.escape_messages(app.conn, app.visible_stores())
     if refused:  # a planted symlink: say what and why, not just "could not be read"
         notes.extend(m[0].upper() + m[1:] + "." for m in refused)

@@ -25,9 +25,20 @@ def _marks(values: Sequence[object]) -> str:
 
 # -- pending (the queue of candidates waiting for the judge) --------------------------------
 
+# The next try of a candidate marked failed: never due, so only a forced retry takes it up.
+NEVER = "9999-12-31T23:59:59.999Z"
+
+
 def queued_count(conn: apsw.Connection, project_key: str | None) -> int:
-    """How many candidates are queued for a project (None: those queued without a project)."""
-    return conn.execute("SELECT count(*) FROM pending WHERE project_key IS ?", (project_key,)).fetchone()[0]
+    """How many candidates are queued, failed ones aside, for a project (None: without one)."""
+    return conn.execute("SELECT count(*) FROM pending WHERE project_key IS ? AND next_try < ?",
+                        (project_key, NEVER)).fetchone()[0]
+
+
+def failed(conn: apsw.Connection, project_key: str | None) -> list[str]:
+    """The reasons of a project's queued candidates marked failed, oldest first."""
+    return [r for (r,) in conn.execute("SELECT reason FROM pending WHERE project_key IS ? AND next_try >= ? "
+                                       "ORDER BY queued_seq", (project_key, NEVER))]
 
 
 def any_due_by(conn: apsw.Connection, moment: str) -> bool:

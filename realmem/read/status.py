@@ -22,6 +22,7 @@ def gather(app: Realmem) -> dict[str, Any]:
                        "memories": n[0], "quarantined": n[1]})
     key = app.project.key if app.project else None
     queued = queries.queued_count(app.conn, key)
+    failed = queries.failed(app.conn, key)
     problems = [{"store": s, "file": f, "problem": p, "message": m, "line": ln}
                 for s, f, p, m, ln in queries.problems(app.conn, app.visible_stores())]
     missing = queries.missing_count(app.conn, app.visible_stores())
@@ -36,7 +37,7 @@ def gather(app: Realmem) -> dict[str, Any]:
     return {
         "home": str(app.home),
         "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
-        "stores": stores, "queued": queued, "problems": problems, "missing_paths": missing,
+        "stores": stores, "queued": queued, "failed": failed, "problems": problems, "missing_paths": missing,
         "endpoints": endpoints, "gitignore": warning, "worker": worker_status(app),
         "events": app.conn.execute("SELECT coalesce(max(seq),0) FROM events").fetchone()[0],
     }
@@ -52,6 +53,10 @@ def text(info: dict[str, Any]) -> str:
         lines.append(f"  {s['scope']:<8} {n:>5} {noun:<8}{q}  {s['dir']}")
     if info["queued"]:
         lines.append(f"Queued candidates: {info['queued']} (retried automatically; {hint('retry')})")
+    if info["failed"]:
+        lines.append(f"Failed candidates: {len(info['failed'])}, kept but no longer retried automatically "
+                     f"(fix the setting, then {hint('retry')}):")
+        lines.extend(f"  {reason}" for reason in dict.fromkeys(info["failed"]))
     for name, e in info["endpoints"].items():
         if e["url"]:
             shown = f"{e['url']} · {e['model']}"

@@ -521,3 +521,43 @@ def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
         assert len(md_files(a)) == 1
     finally:
         a.close()
+
+
+def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app: Realmem, servers):
+    """401 (or an unknown model) will not pass by waiting: after FAILED_AFTER refusals in a row
+    the candidate stays queued, is never due again on its own, and status and session start
+    name it with the reason; `retry` takes it up once the setting is fixed."""
+    from realmem.gate.remember import FAILED_AFTER  # here: the constant this test is about
+    from realmem.interface import session  # here: session start, which the gate tests otherwise never need
+    from realmem.projections import queries
+    from realmem.read import status
+
+    s1, _, _ = servers
+    s1.fail_next(401, n=FAILED_AFTER + 1)
+    assert remember(app, *JEST).action == "queue"
+    for _ in range(FAILED_AFTER - 1):
+        out = retry(app, force=True)[0]
+    assert "Failed:" not in out.text
+    out = retry(app, force=True)[0]
+    assert out.action == "queue" and out.text.startswith("Failed: the SemIf judge refused the request")
+    (next_try, reason), = app.conn.execute("SELECT next_try, reason FROM pending").fetchall()
+    assert next_try == queries.NEVER and reason.startswith("failed: the SemIf judge refused")
+    assert retry(app) == []  # never due by itself: the worker does not spin on it
+    assert queries.queued_count(app.conn, app.project.key) == 0  # type: ignore[union-attr]
+    shown = status.text(status.gather(app))
+    assert "Failed candidates: 1" in shown and "refused the request" in shown
+    note = session.start(app)["notification"]
+    assert "1 queued candidate failed" in note and "refused the request" in note
+    done = retry(app, force=True)  # the key fixed (here: the fake's refusals used up), then retry by hand
+    assert [o.action for o in done] == ["add"] and app.conn.execute("SELECT count(*) FROM pending").fetchone() == (0,)
+
+
+def test_an_unreachable_judge_is_retried_without_end(app: Realmem, servers):
+    """Only refusals fail a candidate: a judge that is down may come back."""
+    s1, _, _ = servers
+    s1.down()
+    remember(app, *JEST)
+    for _ in range(5):
+        retry(app, force=True)
+    (reason,), = app.conn.execute("SELECT reason FROM pending").fetchall()
+    assert not reason.startswith("failed")
