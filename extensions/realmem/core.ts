@@ -50,6 +50,8 @@ export interface ImportBeginResult {
 export interface ImportFinishResult {
 	text: string;
 	imported: string[];
+	/** The next file's instruction, while files of this import remain. */
+	prompt: string | null;
 }
 
 export interface GitignoreCheckResult {

@@ -270,6 +270,11 @@ export class Realmem {
 				session: ctx.sessionManager.getSessionId(),
 			});
 			ctx.ui.notify(result.text, "info");
+			// One file a run, so each file counts as imported only by the facts stored from it.
+			if (result.prompt) {
+				this.importPending = true;
+				this.pi.sendUserMessage(result.prompt, { deliverAs: "followUp" });
+			}
 		} catch (error) {
 			ctx.ui.notify(describeError(error), "error");
 		}

@@ -284,13 +284,21 @@ class ImportStarted(Event):
     files: list[str]
 
 
+@attrs.frozen(repr=False)
+class ImportEnded(Event):
+    """The end of a session's import: every file was offered to the agent, one at a time."""
+
+    TYPE: ClassVar[str] = "import_ended"
+    project_key: str | None
+
+
 TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
     for cls in (
         StoreRegistered, MemoryAdded, MemoryEdited, MemoryForgotten, MemoryMoved,
         FileObserved, FileProblem, MemoryApproved, Reinforced, RecallHit, PathNotesShown,
         UrgencyJudged, PathsChecked, Decided, CandidateQueued, CandidateRetried,
-        CandidateMoved, CandidateDone, ContextImported, ImportStarted,
+        CandidateMoved, CandidateDone, ContextImported, ImportStarted, ImportEnded,
     )
 }
 

@@ -42,7 +42,7 @@ def table_only() -> tuple[type[ev.Event], ...]:
     classes are made on first use, ``events/types.py``.)"""
     return (ev.RecallHit, ev.PathNotesShown, ev.Reinforced, ev.Decided, ev.CandidateQueued, ev.CandidateRetried,
             ev.CandidateDone, ev.UrgencyJudged, ev.PathsChecked, ev.ContextImported, ev.ImportStarted,
-            ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
+            ev.ImportEnded, ev.FileProblem, ev.CandidateMoved, ev.StoreRegistered)
 
 FILES = "files"  # the file projection's row in projection_state
 # A file stamp this recent may hide a change written within the same clock tick (the scan's

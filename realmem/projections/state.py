@@ -290,7 +290,7 @@ def _imported(state: State, e: ev.ContextImported, env: Envelope) -> None:
 
 
 def _audit_only(state: State, e: ev.Event, env: Envelope) -> None:
-    """Decided and ImportStarted are audit records: they change no projection."""
+    """Decided, ImportStarted and ImportEnded are audit records: they change no projection."""
 
 
 @functools.cache
@@ -317,6 +317,7 @@ def reducers() -> dict[type[ev.Event], Callable[[State, Any, Envelope], None]]:
         ev.ContextImported: _imported,
         ev.Decided: _audit_only,
         ev.ImportStarted: _audit_only,
+        ev.ImportEnded: _audit_only,
     }
 
 

@@ -14,8 +14,6 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import apsw
@@ -25,8 +23,10 @@ from realmem.storage import fsutil
 
 logger = get_logger(__name__)
 
-# Inside the package, so an installed wheel (pipx, uvx) carries them as a checkout does.
-MIGRATIONS = resources.files("realmem.storage").joinpath("migrations")
+# Inside the package, so an installed wheel (pipx, uvx) carries them as a checkout does.  A
+# path beside this file, not importlib.resources: that imports tempfile, which every command's
+# start would pay (realmem runs from files on disk, never from a zip).
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
 WAL_SIZE_LIMIT = 4 << 20  # what wal_autocheckpoint's 1,000 pages fill
 
@@ -162,7 +162,7 @@ class Checkpoints:
             logger.warning("checkpoint.failed", path=path, error=str(exc))
 
 
-def _migration_files() -> list[tuple[int, Traversable]]:
+def _migration_files() -> list[tuple[int, Path]]:
     out = []
     for f in MIGRATIONS.iterdir():
         m = re.match(r"(\d+)_.*\.sql$", f.name)

@@ -52,6 +52,33 @@ def already_text(paths: list[Path], command: str) -> str:
     return f"{names} {verb} already imported and unchanged since; nothing to do ({command} --force imports again)."
 
 
+def _instruction(app: Realmem, path: Path, number: int, of: int) -> str:
+    """The agent's instruction for one file: facts from a project's context file go to the
+    shared store unless the agent says otherwise, and a sub-directory's file is about that
+    directory (the defaults ``remember_defaults`` applies while the import runs)."""
+    where = _file_dir(app, path)
+    about = (f"paths default to {where} (this file's directory); give narrower ones where a fact is about "
+             f"particular files" if where else "paths = the files or directories it is about (omit for "
+             "project-wide facts)")
+    part = f" (file {number} of {of}; the others follow one at a time)" if of > 1 else ""
+    return (
+        f"Import this context file into realmem, which replaces it{part}. Split it into small, "
+        "self-contained facts and store each with realmem_remember: caption = one-line summary, "
+        f"content = the fact with exact commands and names, {about}. Leave scope out for team "
+        "knowledge: it is stored shared, for everyone who clones the project. Use scope personal for "
+        "this machine only, global only for the user's general preferences. Skip boilerplate and "
+        "anything already known. When done, say how many facts you stored.\n\n"
+        f"<file path=\"{path}\">\n{path.read_text(encoding='utf-8', errors='replace')}\n</file>"
+    )
+
+
+def _file_dir(app: Realmem, path: Path) -> str | None:
+    """A context file's directory relative to the project root, when it is below the root."""
+    if app.project is None or not path.parent.is_relative_to(app.project.root) or path.parent == app.project.root:
+        return None
+    return path.parent.relative_to(app.project.root).as_posix()
+
+
 def begin(app: Realmem, files: list[str], force: bool = False) -> dict[str, Any]:
     paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
     missing = [str(p) for p in paths if not p.is_file()]
@@ -66,54 +93,73 @@ def begin(app: Realmem, files: list[str], force: bool = False) -> dict[str, Any]
     paths = [p for p in paths if p not in skipped]
     key = app.project.key if app.project else None
     app.emit([ev.ImportStarted(key, [str(p) for p in paths])])
-    blocks = "\n\n".join(f"<file path=\"{p}\">\n{p.read_text(encoding='utf-8', errors='replace')}\n</file>"
-                         for p in paths)
-    prompt = (
-        "Import these context files into realmem, which replaces them. Split them into small, "
-        "self-contained facts and store each with realmem_remember: caption = one-line summary, "
-        "content = the fact with exact commands and names, paths = the files or directories it is "
-        "about (omit for project-wide facts), scope = shared for team knowledge (the default), "
-        "personal for this machine only, global for the user's general preferences. Skip "
-        "boilerplate and anything already known. When done, say how many facts you stored.\n\n" + blocks
-    )
+    # One file a run: what the agent stores during a run belongs to that file, so each file is
+    # marked imported only when facts from it were stored (``finish`` hands over the next).
     text = f"Importing {', '.join(p.name for p in paths)}: the agent is splitting them into facts."
     if skipped:
         text += f" Skipped {', '.join(p.name for p in skipped)}: already imported and unchanged."
-    return {"prompt": prompt, "files": [str(p) for p in paths], "skipped": [str(p) for p in skipped], "text": text}
+    return {"prompt": _instruction(app, paths[0], 1, len(paths)), "files": [str(p) for p in paths],
+            "skipped": [str(p) for p in skipped], "text": text}
+
+
+def _in_progress(app: Realmem) -> tuple[int, list[str], int] | None:
+    """(seq, files still to import, how many files the import began with) of this session's
+    running import: the latest ImportStarted not followed by an ImportEnded."""
+    row = app.conn.execute(
+        "SELECT seq, type, payload FROM events WHERE type IN ('import_started', 'import_ended') AND session IS ? "
+        "ORDER BY seq DESC LIMIT 1", (app.session,)).fetchone()
+    if row is None or row[1] != "import_started":
+        return None
+    files = json.loads(row[2])["files"]
+    first = app.conn.execute(
+        "SELECT payload FROM events WHERE type='import_started' AND session IS ? AND seq > coalesce("
+        "(SELECT max(seq) FROM events WHERE type='import_ended' AND session IS ?), 0) ORDER BY seq LIMIT 1",
+        (app.session, app.session)).fetchone()
+    return row[0], files, len(json.loads(first[0])["files"]) if first else len(files)
+
+
+def remember_defaults(app: Realmem) -> tuple[str, list[str]] | None:
+    """(scope, paths) a fact gets, when the agent leaves them out, while this session imports a
+    project context file: shared, and the file's directory for a sub-directory's file."""
+    running = _in_progress(app)
+    if running is None or not running[1] or app.project is None:
+        return None
+    path = Path(running[1][0])
+    where = _file_dir(app, path)
+    return "shared", [where] if where else []
 
 
 def finish(app: Realmem) -> dict[str, Any]:
     key = app.project.key if app.project else None
-    row = app.conn.execute(
-        "SELECT seq, payload FROM events WHERE type='import_started' AND session IS ? ORDER BY seq DESC LIMIT 1",
-        (app.session,)).fetchone()
-    if row is None:
-        return {"text": "No import is in progress.", "imported": []}
-    started, files = row[0], json.loads(row[1])["files"]
-    done = app.conn.execute("SELECT count(*) FROM events WHERE type='context_imported' AND seq > ? AND session IS ?",
-                            (started, app.session)).fetchone()[0]  # another session's import is not this one
-    if done:
-        return {"text": "This import was already finished.", "imported": []}
+    running = _in_progress(app)
+    if running is None:
+        last = app.conn.execute("SELECT 1 FROM events WHERE type='import_ended' AND session IS ? LIMIT 1",
+                                (app.session,)).fetchone()
+        return {"text": "This import was already finished." if last else "No import is in progress.",
+                "imported": [], "prompt": None}
+    started, files, total = running
+    current, rest = Path(files[0]), files[1:]
     stored = app.conn.execute(
         f"SELECT count(*) FROM events WHERE seq > ? AND session IS ? AND type IN "
         f"({','.join('?' * len(STORED))})", (started, app.session, *[t.TYPE for t in STORED])).fetchone()[0]
-    if not stored:
-        kept = [Path(f) for f in files if Path(f).is_file()]
-        if kept and unchanged(app, kept) == kept:  # a forced re-import of files realmem already replaces
-            return {"text": f"No new facts were stored; {', '.join(p.name for p in kept)} "
-                            f"stay{'s' if len(kept) == 1 else ''} imported from the earlier import.", "imported": []}
-        return {"text": "No facts were stored, so the context files stay in the prompt. Run /realmem import again.",
-                "imported": []}
-    events = []
-    for f in files:
-        p = Path(f)
-        if p.is_file():
-            events.append(ev.ContextImported(f, key, file_hash(p.read_text(encoding="utf-8", errors="replace")), stored))
+    events: list[ev.Event] = []
+    if stored and current.is_file():
+        events.append(ev.ContextImported(str(current), key,
+                                         file_hash(current.read_text(encoding="utf-8", errors="replace")), stored))
+        text = (f"Imported {current.name} ({count(stored, 'fact')} stored). realmem now replaces it in the prompt.")
+    elif current.is_file() and unchanged(app, [current]) == [current]:  # a forced re-import of a file realmem replaces
+        text = f"No new facts were stored; {current.name} stays imported from the earlier import."
+    else:
+        text = f"No facts were stored from {current.name}, so it stays in the prompt. Run /realmem import again."
+    if rest:
+        events.append(ev.ImportStarted(key, rest))
+        text += f" Next: {Path(rest[0]).name}."
+    else:
+        events.append(ev.ImportEnded(key))
     app.emit(events)
-    names = ", ".join(Path(e.path).name for e in events)
-    return {"text": f"Imported {names} ({count(stored, 'fact')} stored). realmem now replaces "
-                    f"{'it' if len(events) == 1 else 'them'} in the prompt.",
-            "imported": [e.path for e in events]}
+    nxt = Path(rest[0]) if rest else None
+    return {"text": text, "imported": [str(current)] if stored else [],
+            "prompt": _instruction(app, nxt, total - len(rest) + 1, total) if nxt and nxt.is_file() else None}
 
 
 SPLIT_PROMPT = (

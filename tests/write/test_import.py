@@ -59,8 +59,46 @@ def test_begin_returns_the_instruction_with_every_context_file(home: Path, files
     assert res["files"] == [str(files / "AGENTS.md"), str(files / "CLAUDE.md")]
     assert "realmem_remember" in res["prompt"]
     assert f'<file path="{files / "AGENTS.md"}">\n{AGENTS}\n</file>' in res["prompt"]
-    assert CLAUDE in res["prompt"]
+    assert CLAUDE not in res["prompt"] and "file 1 of 2" in res["prompt"]  # one file a run
     assert "AGENTS.md" in res["text"] and "CLAUDE.md" in res["text"]
+
+
+def test_each_file_is_imported_only_by_the_facts_stored_from_it(home: Path, files: Path) -> None:
+    """Two context files: facts stored during the first file's run mark only the first; the
+    second gets its own run, and with nothing stored it stays in the prompt."""
+    with open_app(home, files, "s1") as a:
+        importer.begin(a, [])
+        store_fact(a)
+        first = importer.finish(a)
+        assert first["imported"] == [str(files / "AGENTS.md")]
+        assert CLAUDE in first["prompt"] and AGENTS not in first["prompt"] and "file 2 of 2" in first["prompt"]
+        assert "Next: CLAUDE.md." in first["text"]
+        second = importer.finish(a)  # the agent stored nothing from CLAUDE.md
+        assert second["imported"] == [] and second["prompt"] is None
+        assert "No facts were stored from CLAUDE.md, so it stays in the prompt" in second["text"]
+        assert imported_paths(a) == [str(files / "AGENTS.md")]
+        assert "already finished" in importer.finish(a)["text"]
+
+
+def test_facts_of_an_imported_file_default_to_shared_and_its_directory(home: Path, files: Path) -> None:
+    """The agent leaves scope (and paths) out: a project's context file is team knowledge, so
+    its facts go to the shared store, and a sub-directory's file's facts are about that directory."""
+    from realmem.interface import tools  # here: the front-end function the agent's tool call reaches
+
+    sub = files / "db"
+    sub.mkdir(exist_ok=True)
+    (sub / "AGENTS.md").write_text("# db agents\nMigrations are numbered NNN_name.sql.\n", encoding="utf-8")
+    with open_app(home, files, "s1") as a:
+        res = importer.begin(a, ["db/AGENTS.md"])
+        assert "paths default to db" in res["prompt"]
+        out = tools.remember(a, caption="Migrations are numbered", content="Migrations are numbered NNN_name.sql.",
+                             user_requested=True)
+        m = a.memory(a.resolve(out["details"]["id"]))
+        assert m.store == a.project.shared_store and m.paths == ["db"]  # type: ignore[union-attr]
+        importer.finish(a)
+        after = tools.remember(a, caption="Personal editor choice", content="I use vim keybindings here.",
+                               user_requested=True)  # the import is over: no defaults any more
+        assert a.memory(a.resolve(after["details"]["id"])).paths != ["db"]
 
 
 def test_begin_from_a_subdirectory_finds_the_root_files(home: Path, files: Path) -> None:
@@ -122,7 +160,7 @@ def test_facts_stored_by_another_session_do_not_count(home: Path, files: Path) -
 def test_finish_without_begin(home: Path, files: Path) -> None:
     with open_app(home, files, "s1") as a, open_app(home, files, "s2") as b:
         importer.begin(b, [])
-        assert importer.finish(a) == {"text": "No import is in progress.", "imported": []}
+        assert importer.finish(a) == {"text": "No import is in progress.", "imported": [], "prompt": None}
 
 
 def test_another_sessions_finished_import_does_not_finish_this_one(home: Path, files: Path) -> None:
@@ -168,7 +206,7 @@ def test_an_imported_unchanged_file_is_not_imported_again_unless_forced(home: Pa
         # A forced run that stores nothing new leaves the earlier import standing, and says so.
         res = importer.finish(a)
         assert res == {"text": "No new facts were stored; AGENTS.md stays imported from the earlier import.",
-                       "imported": []}
+                       "imported": [], "prompt": None}
         assert prompt.imported(a, str(agents), AGENTS)
         agents.write_text(AGENTS + "- New rule.\n", encoding="utf-8")
         changed = importer.begin(a, ["AGENTS.md"])
