@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, afterEach, before, describe, test } from "node:test";
@@ -398,6 +398,58 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		await fresh.session.agent.waitForIdle();
 		assert.equal(fresh.systemPrompts.length, calls + 1);
 		assert.equal(fresh.notifications.at(-1)?.message, "No new facts were stored; AGENTS.md stays imported from the earlier import.");
+	});
+});
+
+describe("import of two context files", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} is not installed` }, () => {
+	let env: TestEnv;
+	let pi: PiHarness | undefined;
+
+	before(async () => {
+		delete process.env.REALMEM_BIN;
+		env = await createEnv({
+			"AGENTS.md": "# Agents\n\nRun the tests with `make check`.\n",
+			"CLAUDE.md": "# Claude\n\nNever push to main directly.\n",
+		});
+	});
+	after(async () => {
+		await pi?.close();
+		await env.cleanup();
+	});
+
+	test("each file is imported only by the facts stored from it, into the shared store by default", async () => {
+		pi = await openPi(env);
+		const harness = pi;
+		// The first run gets AGENTS.md alone and stores one fact, scope left out; the second run
+		// gets CLAUDE.md and stores nothing.
+		harness.script(
+			["realmem_remember", { caption: "Run the tests with make check", content: "`make check` runs the test suite." }],
+			"Stored one fact.",
+			"Nothing worth storing.",
+		);
+		await harness.session.prompt("/realmem import");
+		await waitFor(
+			() => harness.notifications.some((n) => /No facts were stored from CLAUDE\.md/.test(n.message)),
+			"both files' import notifications",
+			60_000,
+		);
+		await harness.session.agent.waitForIdle();
+		const texts = harness.notifications.map((n) => n.message);
+		assert.ok(texts.some((t) => /^Imported AGENTS\.md \(1 fact stored\).* Next: CLAUDE\.md\.$/.test(t)), JSON.stringify(texts));
+		assert.ok(!texts.some((t) => /^Imported CLAUDE\.md/.test(t)), JSON.stringify(texts));
+		// The fact went to the committed shared store, not the judge's pick.
+		const shared = join(env.cwd, ".pi", "realmem");
+		assert.ok(existsSync(shared) && readdirSync(shared, { recursive: true }).some((f) => String(f).endsWith(".md")));
+		await harness.close();
+		pi = undefined;
+
+		// The next session strips AGENTS.md only: CLAUDE.md, with no fact stored, is not imported.
+		const fresh = await openPi(env);
+		pi = fresh;
+		await waitFor(() => fresh.notifications.some((n) => /not in the prompt/.test(n.message)), "the session-start notification");
+		const start = fresh.notifications.find((n) => /not in the prompt/.test(n.message))?.message ?? "";
+		assert.match(start, /Imported, so not in the prompt: AGENTS\.md \(realmem replaces it\)\./);
+		assert.doesNotMatch(start, /CLAUDE\.md/);
 	});
 });
 

@@ -39,11 +39,12 @@ def remember(app: Realmem, *, caption: str, content: str, scope: str | None = No
     from realmem.gate.remember import remember as remember_mod  # lazy: the gate's rules load slowly; recall needs none
     from realmem.write.importer import remember_defaults  # lazy: as above
 
-    defaults = remember_defaults(app) if scope is None or not paths else None
+    defaults = remember_defaults(app)
     if defaults is not None:  # a fact of a context file being imported: shared, about the file's directory
         scope = scope or defaults[0]
         paths = paths or defaults[1]
-        source = "import"
+        # The user ran the import: its facts are theirs, as in the headless import.
+        source, user_requested = "import", True
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source=source)
     return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
