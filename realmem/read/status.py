@@ -53,7 +53,7 @@ def text(info: dict[str, Any]) -> str:
         lines.append(f"  {s['scope']:<8} {n:>5} {noun:<8}{q}  {s['dir']}")
     if info["queued"]:
         lines.append(f"Queued candidates: {info['queued']} (retried automatically; {hint('retry')})")
-    if info["failed"]:
+    if info.get("failed"):
         lines.append(f"Failed candidates: {len(info['failed'])}, kept but no longer retried automatically "
                      f"(fix the setting, then {hint('retry')}):")
         lines.extend(f"  {reason}" for reason in dict.fromkeys(info["failed"]))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from realmem.storage.fsutil import keep_in_cache, read_cache
+from realmem.storage.fsutil import atomic_write_text, keep_in_cache, read_cache
 
 
 class Scope(enum.StrEnum):
@@ -89,10 +89,14 @@ def _detect(cwd: str, cache: str | None = None) -> tuple[str, str, bool]:
         found = (Path(top).resolve(), None) if top else None  # git answers the root commits too
     if found is not None:
         root, dirs = found  # type: ignore[misc]
-        roots = _root_commits(root, dirs, Path(cache) if cache else None)
-        if roots:
+        key = _pinned_key(root, dirs)
+        if key is None:
+            roots = _root_commits(root, dirs, Path(cache) if cache else None)
             # Several root commits (merged histories): the smallest hash is stable and unique.
-            return str(root), "git-" + sorted(roots.split())[0], True
+            key = "git-" + sorted(roots.split())[0] if roots else None
+        if key:
+            _pin_key(root, dirs, key)
+            return str(root), key, True
         return str(root), path_key(root), True
     # Outside git: the nearest ancestor that already has a shared store, else the cwd itself.
     for d in (here, *here.parents):
@@ -115,6 +119,57 @@ _DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIR
 # Config that moves the work tree or makes it bare, or pulls in other config: git decides.
 _UNUSUAL_CONFIG = re.compile(r"^\s*(worktree\b|bare\s*=\s*(true|yes|on|1)\b|\[\s*include)", re.M | re.I)
 _SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+# The key, once known, is kept where every later look finds it first, so a merge of an
+# unrelated history or an amended root commit does not change it: in the repository's common
+# git dir (shared by its worktrees) and, where the project has a shared store, in the store
+# (committed, so a shallow clone, whose root commit is not the real one, finds it too).
+KEY_FILE = "realmem-key"
+SHARED_KEY_FILE = ".project-key"
+_KEY = re.compile(r"git-[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def _pinned_key(root: Path, dirs: _GitDirs | None) -> str | None:
+    for f in _key_files(root, dirs):
+        text = _read(str(f))
+        if text and _KEY.fullmatch(text):
+            return text
+    return None
+
+
+def _key_files(root: Path, dirs: _GitDirs | None) -> list[Path]:
+    common = dirs.common if dirs is not None else _common_dir(root)
+    return ([common / KEY_FILE] if common else []) + [root / ".pi" / "realmem" / SHARED_KEY_FILE]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path``'s real location is in the project (no symlink leads it elsewhere)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)) and not any(
+        p.is_symlink() for p in (path, *path.parents) if p.is_relative_to(root) and p != root)
+
+
+def _common_dir(root: Path) -> Path | None:
+    common = _git(root, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    return Path(common) if common else None
+
+
+def _pin_key(root: Path, dirs: _GitDirs | None, key: str) -> None:
+    """Keep ``key`` where it is not kept yet; a key already kept is never replaced (a teammate
+    whose clone computes another key leaves the shared record alone).  Not from a shallow clone
+    or a rewritten history, whose root commits are not the project's: there only a key found
+    kept (the full clone's, in the shared store) is copied."""
+    common = dirs.common if dirs is not None else _common_dir(root)
+    if common is None or (_history_rewritten(common) and _pinned_key(root, dirs) != key):
+        return
+    for f in _key_files(root, dirs):
+        if f.name == SHARED_KEY_FILE and (not f.parent.is_dir() or not _inside(f.parent, root)):
+            continue  # no shared store yet (a later start writes it), or one linked out of the project
+        try:
+            if _read(str(f)) is None:
+                atomic_write_text(f, key + "\n")
+        except OSError:
+            pass  # a read-only checkout keeps computing the key, as before
+
+
 ROOTS_FILE = "git-roots.json"
 MAX_ROOTS = 256  # HEADs remembered; each new HEAD costs one `git rev-list`
 
