@@ -89,13 +89,30 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except errors.Error as exc:
             _fail(str(exc), errors.code_of(exc))
         finally:
             if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
                 from realmem.jobs import policy  # lazy, like every command's own imports
                 policy.follow_app(ctx.obj._app)  # queue the background work the command's events call for
+        if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
+            _unwritten_files(ctx.obj._app)
+        return result
+
+
+def _unwritten_files(app: Realmem) -> None:
+    """A store that could not be written (read-only, full): the change is recorded and its file
+    written once the store is writable, so one line says so, and exit 1 when this command's own
+    change is waiting; a read only warns (it was served from the tables)."""
+    mine, stores = app.projector.unwritten, app.projector.unwritable
+    if mine:
+        more = f" and {count(len(mine) - 1, 'other file')}" if len(mine) > 1 else ""
+        _fail(f"recorded, but its fact file could not be written ({mine[0]}){more}; "
+              "realmem writes it once the store is writable again")
+    if stores:
+        click.echo(f"realmem: warning: fact files wait to be written ({next(iter(stores.values()))}); "
+                   "realmem writes them once the store is writable again", err=True)
 
 
 @click.group(cls=Group)

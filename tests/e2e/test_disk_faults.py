@@ -1,0 +1,107 @@
+"""Disks and files that fail (issue 32, item 3): a read-only or full store, a read-only or full
+REALMEM_HOME, a damaged realmem.sqlite, a corrupt queue.sqlite.
+
+Each failure is a real one (tests/helpers/disks.py: a read-only bind mount or chmod, a tmpfs
+filled to its last byte), and the CLI runs as a real process, so what is checked is what the
+user sees: one line on stderr naming the path and the cause, no traceback, and afterwards a
+consistent state.
+
+The choice for a store that cannot be written: the change is recorded (the log and the
+tables are the truth, fact files their projection), the command says so and exits 1, reads
+keep working from the tables, and the file is written by the first command that runs once the
+store is writable again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from realmem.projections import files
+from helpers import disks
+
+HANG_GUARD = 120.0
+
+
+def cli(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REALMEM_WORKER_AUTOSTART": "0"}
+    return subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(cwd), *args],
+                          capture_output=True, text=True, env=env, timeout=HANG_GUARD)
+
+
+def one_line(p: subprocess.CompletedProcess[str]) -> str:
+    """The single line a failing command printed on stderr."""
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    return lines[0]
+
+
+def captions(home: Path, repo: Path) -> list[str]:
+    import json
+    p = cli(home, repo, "list", "--json")
+    assert p.returncode == 0, p.stderr
+    return sorted(m["caption"] for m in json.loads(p.stdout)["items"])
+
+
+def fact_files(d: Path) -> dict[str, str]:
+    """caption -> id of every fact file in ``d``."""
+    out = {}
+    for f in d.glob("*.md"):
+        parsed = files.parse(f.read_text(encoding="utf-8"))
+        out[parsed.caption] = parsed.id
+    return out
+
+
+def _store(repo: Path) -> Path:
+    d = repo / ".pi" / "realmem"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_a_read_only_store_records_the_add_says_so_and_reads_keep_working(home: Path, repo: Path) -> None:
+    store = _store(repo)
+    assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+    with disks.read_only(store):
+        p = cli(home, repo, "add", "--caption", "Redis listens on 6380", "--content", "not 6379")
+        assert p.returncode == 1
+        assert "Stored" in p.stdout  # recorded, and not reported as failed
+        line = one_line(p)
+        assert str(store / "redis-listens-on-6380.md") in line
+        assert ("Read-only file system" if disks.ROOT else "Permission denied") in line
+        assert "recorded" in line
+        for args in (["list"], ["recall", "redis"], ["status"]):
+            r = cli(home, repo, *args)
+            assert r.returncode == 0, (args, r.stderr)
+            assert "Traceback" not in r.stderr
+        assert captions(home, repo) == ["Deploys go through staging", "Redis listens on 6380"]
+        assert set(fact_files(store)) == {"Deploys go through staging"}
+    # Writable again: the next command writes the file, and the memory is there once.
+    assert captions(home, repo) == ["Deploys go through staging", "Redis listens on 6380"]
+    assert set(fact_files(store)) == {"Deploys go through staging", "Redis listens on 6380"}
+    check = cli(home, repo, "replay", "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert cli(home, repo, "list").stderr == ""
+
+
+def test_a_full_store_records_the_add_and_writes_its_file_once_there_is_room(home: Path, repo: Path) -> None:
+    store = _store(repo)
+    with disks.full(store):
+        assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+        filler = disks.fill(store)
+        p = cli(home, repo, "add", "--caption", "Redis listens on 6380", "--content", "not 6379 " * 200)
+        assert p.returncode == 1
+        line = one_line(p)
+        assert str(store / "redis-listens-on-6380.md") in line and "No space left on device" in line
+        r = cli(home, repo, "list")
+        assert r.returncode == 0 and "Redis listens on 6380" in r.stdout, r.stderr
+        assert not list(store.glob(".*.tmp"))  # no temp file left behind to fill it further
+        # A scan of the full store while the file waits must not take it for a deletion.
+        assert cli(home, repo, "scan").returncode == 0
+        filler.unlink()
+        assert captions(home, repo) == ["Deploys go through staging", "Redis listens on 6380"]
+        assert fact_files(store).keys() == {"Deploys go through staging", "Redis listens on 6380"}
+        check = cli(home, repo, "replay", "--check")
+        assert check.returncode == 0, check.stdout + check.stderr
