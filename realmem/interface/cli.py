@@ -23,9 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import apsw
 import click
 
 from realmem import errors, logs
+from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import observe
 from realmem.app import Realmem, RealmemError
@@ -92,6 +94,11 @@ class Group(click.Group):
             result = super().invoke(ctx)
         except errors.Error as exc:
             _fail(str(exc), errors.code_of(exc))
+        except (apsw.Error, OSError) as exc:  # a read-only, full or damaged REALMEM_HOME: one line
+            home = ctx.obj.home if isinstance(ctx.obj, Ctx) else None
+            if (err := db.storage_error(exc, home_dir(home) / "realmem.sqlite")) is None:
+                raise
+            _fail(str(err), errors.code_of(err))
         finally:
             if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
                 from realmem.jobs import policy  # lazy, like every command's own imports

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from realmem.projections import files
 from helpers import disks
+from helpers.rpc_child import child_env, spawn  # noqa: F401 (fixtures)
 
 HANG_GUARD = 120.0
 
@@ -105,3 +106,48 @@ def test_a_full_store_records_the_add_and_writes_its_file_once_there_is_room(hom
         assert fact_files(store).keys() == {"Deploys go through staging", "Redis listens on 6380"}
         check = cli(home, repo, "replay", "--check")
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_read_only_realmem_home_is_one_line_naming_it(home: Path, repo: Path) -> None:
+    assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+    with disks.read_only(home):
+        for args in (["list"], ["add", "--caption", "Redis listens on 6380", "--content", "not 6379"]):
+            p = cli(home, repo, *args)
+            assert p.returncode == 1, (args, p.stdout)
+            line = one_line(p)
+            assert str(home / "realmem.sqlite") in line, line
+            assert ("Read-only file system" if disks.ROOT else "Permission denied") in line, line
+    # Not recorded at all: no memory, no file.
+    assert captions(home, repo) == ["Deploys go through staging"]
+    assert set(fact_files(repo / ".pi" / "realmem")) == {"Deploys go through staging"}
+
+
+def test_a_full_realmem_home_is_one_line_naming_it(tmp_path: Path, repo: Path) -> None:
+    home = tmp_path / "small-home"
+    home.mkdir()
+    with disks.full(home, size_kb=2048):
+        assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+        filler = disks.fill(home)
+        for args in (["add", "--caption", "Redis listens on 6380", "--content", "not 6379"], ["list"]):
+            p = cli(home, repo, *args)
+            assert p.returncode == 1, (args, p.stdout)
+            line = one_line(p)
+            assert str(home / "realmem.sqlite") in line and "No space left on device" in line, line
+        filler.unlink()
+        assert captions(home, repo) == ["Deploys go through staging"]
+        assert set(fact_files(repo / ".pi" / "realmem")) == {"Deploys go through staging"}
+        check = cli(home, repo, "replay", "--check")
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_over_rpc_a_read_only_realmem_home_is_a_refusal_naming_it(home: Path, repo: Path, spawn) -> None:
+    assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+    with disks.read_only(home):
+        c = spawn()
+        err = c.error("list", {"cwd": str(repo)})
+        assert err["code"] == 1, err  # a refusal, not an internal error
+        assert str(home / "realmem.sqlite") in err["message"] and "cannot be written" in err["message"], err
+        assert "\n" not in err["message"]
+        c.call("hello", {})  # and the child keeps serving
+        c.close()
+
