@@ -328,6 +328,22 @@ def replay(c: Ctx, check: bool) -> None:
                f"({rep.rate:,.0f} events/s); files written {rep.files_written}, deleted {rep.files_deleted}.")
 
 
+@cli.command()
+@pass_ctx
+def repair(c: Ctx) -> None:
+    """Move a damaged realmem.sqlite aside (kept) and rebuild it from the fact files."""
+    from realmem.write import repair as rp  # lazy: start-up
+    done = rp.repair(home_dir(c.home), Path(c.cwd or Path.cwd()))
+    click.echo(f"{done.aside.parent / 'realmem.sqlite'} was damaged ({done.problem}); moved aside to {done.aside} "
+               "(kept, not deleted).")
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(done.memories.items())) or "none"
+    click.echo(f"Rebuilt from the fact files of {count(len(done.projects), 'project')}: "
+               f"{count(sum(done.memories.values()), 'memory')} ({kinds}).")
+    for root in done.missing:
+        click.echo(f"Not rebuilt: {root} is gone; its personal memories come back when realmem runs there.")
+    click.echo(f"Lost with the old database: {rp.LOST}. The worker recomputes embeddings.")
+
+
 def _event_json(env) -> dict:  # type: ignore[no-untyped-def]
     from realmem.events.types import to_payload  # lazy: start-up
     return {"seq": env.seq, "time": env.time, "type": env.event.TYPE, "pid": env.pid, "session": env.session,

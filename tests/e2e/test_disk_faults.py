@@ -151,3 +151,44 @@ def test_over_rpc_a_read_only_realmem_home_is_a_refusal_naming_it(home: Path, re
         c.call("hello", {})  # and the child keeps serving
         c.close()
 
+
+def ids_by_caption(home: Path, repo: Path) -> dict[str, str]:
+    import json
+    p = cli(home, repo, "list", "--json")
+    assert p.returncode == 0, p.stderr
+    return {m["caption"]: m["uuid"] for m in json.loads(p.stdout)["items"]}
+
+
+def test_a_damaged_database_names_itself_and_repair_rebuilds_it_from_the_fact_files(home: Path, repo: Path) -> None:
+    assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+    assert cli(home, repo, "add", "--scope", "personal", "--caption", "I prefer short commit subjects",
+               "--content", "under 72").returncode == 0
+    assert cli(home, repo, "recall", "staging").returncode == 0  # a use counter, lost with the log
+    before = ids_by_caption(home, repo)
+    shared_files = {f.name: f.read_bytes() for f in (repo / ".pi" / "realmem").glob("*.md")}
+    db_path = home / "realmem.sqlite"
+    assert cli(home, repo, "replay", "--check").returncode == 0  # checkpointed: the pages are in the file
+    data = bytearray(db_path.read_bytes())
+    for page in range(1, len(data) // 4096, 2):  # every other page after the header's
+        data[page * 4096:(page + 1) * 4096] = os.urandom(4096)
+    db_path.write_bytes(bytes(data))
+
+    for args in (["list"], ["status"], ["add", "--caption", "Redis listens on 6380", "--content", "x"]):
+        p = cli(home, repo, *args)
+        assert p.returncode == 1, (args, p.stdout)
+        line = one_line(p)
+        assert str(db_path) in line and "damaged" in line and "realmem repair" in line, line
+
+    p = cli(home, repo, "repair")
+    assert p.returncode == 0, p.stderr
+    [aside] = home.glob("realmem.sqlite.damaged-*[0-9]Z")
+    assert aside.read_bytes() == bytes(data)  # kept as it was
+    assert str(aside) in p.stdout and "2 memories" in p.stdout and "Lost with the old database" in p.stdout
+    assert "counters" in p.stdout and "personal history" in p.stdout
+    assert ids_by_caption(home, repo) == before  # every memory back, under its own id
+    assert {f.name: f.read_bytes() for f in (repo / ".pi" / "realmem").glob("*.md")} == shared_files
+    check = cli(home, repo, "replay", "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    # A whole database is never rebuilt: that would throw its log away.
+    again = cli(home, repo, "repair")
+    assert again.returncode == 1 and "nothing to repair" in one_line(again)
