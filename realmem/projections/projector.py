@@ -218,6 +218,7 @@ class FileProjector:
         if done >= upto:
             self.behind = False
             self.unwritable.clear()
+            self.unwritten.clear()  # written since (a long-lived process must not keep them)
             return
         keys: set[Key] = set()
         for env in log.read(self.conn, done, until=upto):
@@ -255,6 +256,8 @@ class FileProjector:
         # for deletions (``observe``).
         self.unwritable = failed
         self.behind = bool(failed)
+        if not failed:
+            self.unwritten.clear()
         if failed:
             if self.flush_upto is not None:
                 self.flush_upto = -1  # inside ``one_flush``: no position at its end either

@@ -69,6 +69,7 @@ def test_a_read_only_store_records_the_add_says_so_and_reads_keep_working(home: 
         p = cli(home, repo, "add", "--caption", "Redis listens on 6380", "--content", "not 6379")
         assert p.returncode == 1
         assert "Stored" in p.stdout  # recorded, and not reported as failed
+        assert "could not be written" in p.stdout  # the text the model sees says so too
         line = one_line(p)
         assert str(store / "redis-listens-on-6380.md") in line
         assert ("Read-only file system" if disks.ROOT else "Permission denied") in line
@@ -150,6 +151,22 @@ def test_over_rpc_a_read_only_realmem_home_is_a_refusal_naming_it(home: Path, re
         assert "\n" not in err["message"]
         c.call("hello", {})  # and the child keeps serving
         c.close()
+
+
+def test_over_rpc_a_remember_into_a_read_only_store_says_it_is_recorded(home: Path, repo: Path, spawn) -> None:
+    store = _store(repo)
+    assert cli(home, repo, "add", "--caption", "Deploys go through staging", "--content", "kubectl").returncode == 0
+    with disks.read_only(store):
+        c = spawn()
+        got = c.call("remember", {"cwd": str(repo), "caption": "Redis listens on 6380", "content": "not 6379",
+                                  "user_requested": True})
+        text = got["text"]
+        assert "Stored" in text and "could not be written" in text, got
+        assert str(store / "redis-listens-on-6380.md") in text, got
+        assert c.call("list", {"cwd": str(repo)})  # reads keep working in the same child
+        c.close()
+    assert captions(home, repo) == ["Deploys go through staging", "Redis listens on 6380"]
+    assert set(fact_files(store)) == {"Deploys go through staging", "Redis listens on 6380"}
 
 
 def ids_by_caption(home: Path, repo: Path) -> dict[str, str]:
