@@ -169,6 +169,40 @@ def test_over_rpc_a_remember_into_a_read_only_store_says_it_is_recorded(home: Pa
     assert set(fact_files(store)) == {"Deploys go through staging", "Redis listens on 6380"}
 
 
+def test_a_write_that_finds_the_home_full_is_rolled_back_naming_the_file(tmp_path: Path, repo: Path) -> None:
+    """The open succeeded (its -wal and -shm exist); the disk fills under a running process,
+    so the write itself fails: a StorageError naming the database, and nothing recorded."""
+    import random
+    import string
+
+    from realmem.errors import StorageError
+    from realmem.write import memories
+    from realmem.write.observe import open_attached
+
+    home = tmp_path / "small-home"
+    home.mkdir()
+    with disks.full(home, size_kb=2048), open_attached(home, repo) as app:
+        store, stored = memories.place(app, "shared", None)
+        memories.add(app, "Deploys go through staging", "kubectl", store=store, stored_paths=stored, source="add")
+        filler = disks.fill(home)
+        added = 1
+        for i in range(400):  # until the WAL must grow: the first writes may reuse its frames
+            text = "".join(random.choice(string.ascii_letters + " ") for _ in range(memories.MAX_CONTENT))
+            try:
+                memories.add(app, f"Fact number {i}", text, store=store, stored_paths=stored, source="add")
+            except StorageError as exc:
+                message = str(exc)
+                break
+            added += 1
+        else:
+            raise AssertionError("the full home never refused a write")
+        assert str(home / "realmem.sqlite") in message and "No space left on device" in message, message
+        assert "\n" not in message
+        filler.unlink()
+        assert len(app.memories()) == added  # the refused one was not recorded
+        assert len(list((repo / ".pi" / "realmem").glob("*.md"))) == added
+
+
 def ids_by_caption(home: Path, repo: Path) -> dict[str, str]:
     import json
     p = cli(home, repo, "list", "--json")

@@ -24,7 +24,8 @@ def _mount(*args: str) -> None:
 
 
 def _umount(d: Path) -> None:
-    subprocess.run(["umount", str(d)], check=True, capture_output=True, text=True)
+    # Lazy: a connection this process still holds (the lease's) must not leave the mount behind.
+    subprocess.run(["umount", "--lazy", str(d)], check=True, capture_output=True, text=True)
 
 
 @contextlib.contextmanager
