@@ -259,7 +259,9 @@ class Realmem:
             events = self._claim_file_names(events)
             envs, before, after, keys = self._append_and_apply(events, expect=expect or {}, fenced=True, seen=seen)
             faults.point("after-commit")
-            if self.projector.apply(before, after, keys.difference(on_disk)):
+            # Files a catch-up could not write (a read-only store) stay behind, so this
+            # change's position must not pass them.
+            if self.projector.apply(before, after, keys.difference(on_disk)) and not self.projector.behind:
                 faults.point("before-position")
                 self.projector.written_through(envs[-1].seq)
         return envs

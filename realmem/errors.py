@@ -43,6 +43,11 @@ class LeaseLost(RealmemError):
     written, and another process may have written since."""
 
 
+class StorageError(RealmemError):
+    """A file realmem keeps its data in cannot be used (read-only, full, damaged); the message
+    names the file and the cause in one line."""
+
+
 class UsageError(Error):
     """A value the user (or the model) passed that cannot be used (exit code 2)."""
 

@@ -33,6 +33,7 @@ from realmem.interface import session as sessions
 from realmem.app import Realmem
 from realmem.config import home_dir
 from realmem.logs import get_logger
+from realmem.storage import db
 
 logger = get_logger("realmem.mcp")
 
@@ -154,6 +155,7 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         try:
             out = await anyio.to_thread.run_sync(backend.run, project, who, fn)
         except Exception as exc:  # refused, bad argument or a bug: one line, as the rpc child answers
+            exc = db.storage_error(exc, backend.home / "realmem.sqlite") or exc  # a read-only, full or damaged home
             if errors.code_of(exc) == errors.INTERNAL:  # the traceback goes to stderr
                 logger.exception("mcp.internal_error", tool=tool)
             return _result(errors.message_of(exc, tool), error=True)

@@ -584,6 +584,7 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
         m = app.memory((plan.store, mem_id))
         assert m is not None
         _shared_warning(app, m, warnings)
+        _unwritten_warning(app, m, warnings)
         return Outcome(Action.ADD, m, _with_notes(f"Stored {_ref(m)} ({_scope_label(m.store)}).", warnings),
                        warnings, trace)
 
@@ -594,6 +595,7 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
                       content=None if widen else plan.content, stored_paths=plan.new_paths,
                       reason=plan.action.value, decision=seq, extra=done)
     _shared_warning(app, m, warnings)
+    _unwritten_warning(app, m, warnings)
     if plan.action == Action.EDIT:
         text = f"Updated {_ref(m)} ({_scope_label(m.store)}): the new fact replaced what conflicted."
     elif plan.action == Action.MERGE:
@@ -642,6 +644,17 @@ def _shared_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:
         note = "note: .pi/realmem is ignored by git; this memory will not be committed"
         if note not in warnings:
             warnings.append(note)
+
+
+def _unwritten_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:
+    """The memory is recorded but its store could not be written (read-only, full): say so to
+    whoever asked (the model over rpc or MCP sees only this text)."""
+    path = f"{app.store_dir(m.store) / m.file}:"
+    for why in app.projector.unwritten:
+        if why.startswith(path):
+            warnings.append(f"note: recorded, but its fact file could not be written ({why}); "
+                            "realmem writes it once the store is writable again")
+            return
 
 
 def _with_notes(text: str, warnings: list[str]) -> str:

@@ -23,9 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import apsw
 import click
 
 from realmem import errors, logs
+from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import observe
 from realmem.app import Realmem, RealmemError
@@ -89,13 +91,35 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except errors.Error as exc:
             _fail(str(exc), errors.code_of(exc))
+        except (apsw.Error, OSError) as exc:  # a read-only, full or damaged REALMEM_HOME: one line
+            home = ctx.obj.home if isinstance(ctx.obj, Ctx) else None
+            if (err := db.storage_error(exc, home_dir(home) / "realmem.sqlite")) is None:
+                raise
+            _fail(str(err), errors.code_of(err))
         finally:
             if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
                 from realmem.jobs import policy  # lazy, like every command's own imports
                 policy.follow_app(ctx.obj._app)  # queue the background work the command's events call for
+        if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
+            _unwritten_files(ctx.obj._app)
+        return result
+
+
+def _unwritten_files(app: Realmem) -> None:
+    """A store that could not be written (read-only, full): the change is recorded and its file
+    written once the store is writable, so one line says so, and exit 1 when this command's own
+    change is waiting; a read only warns (it was served from the tables)."""
+    mine, stores = app.projector.unwritten, app.projector.unwritable
+    if mine:
+        more = f" and {count(len(mine) - 1, 'other file')}" if len(mine) > 1 else ""
+        _fail(f"recorded, but its fact file could not be written ({mine[0]}){more}; "
+              "realmem writes it once the store is writable again")
+    if stores:
+        click.echo(f"realmem: warning: fact files wait to be written ({next(iter(stores.values()))}); "
+                   "realmem writes them once the store is writable again", err=True)
 
 
 @click.group(cls=Group)
@@ -297,6 +321,22 @@ def replay(c: Ctx, check: bool) -> None:
     rep = rp.replay(app, progress)
     click.echo(f"Replayed {count(rep.events, 'event')} into {count(rep.memories, 'memory')} in {rep.seconds:.2f}s "
                f"({rep.rate:,.0f} events/s); files written {rep.files_written}, deleted {rep.files_deleted}.")
+
+
+@cli.command()
+@pass_ctx
+def repair(c: Ctx) -> None:
+    """Move a damaged realmem.sqlite aside (kept) and rebuild it from the fact files."""
+    from realmem.write import repair as rp  # lazy: start-up
+    done = rp.repair(home_dir(c.home), Path(c.cwd or Path.cwd()))
+    click.echo(f"{done.aside.parent / 'realmem.sqlite'} was damaged ({done.problem}); moved aside to {done.aside} "
+               "(kept, not deleted).")
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(done.memories.items())) or "none"
+    click.echo(f"Rebuilt from the fact files of {count(len(done.projects), 'project')}: "
+               f"{count(sum(done.memories.values()), 'memory')} ({kinds}).")
+    for root in done.missing:
+        click.echo(f"Not rebuilt: {root} is gone; its personal memories come back when realmem runs there.")
+    click.echo(f"Lost with the old database: {rp.LOST}. The worker recomputes embeddings.")
 
 
 def _event_json(env) -> dict:  # type: ignore[no-untyped-def]

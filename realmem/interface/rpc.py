@@ -31,6 +31,7 @@ from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir
 from realmem.events import types as ev
 from realmem.logs import get_logger
+from realmem.storage import db
 from realmem.write import observe
 
 logger = get_logger("realmem.interface.rpc")
@@ -305,6 +306,8 @@ class Server:
             self._settle()
             result = fn(params)
         except Exception as exc:  # a bug must not kill the child either: Pi keeps working
+            # A read-only, full or damaged REALMEM_HOME is a refusal naming the file, not a bug.
+            exc = db.storage_error(exc, self.home / "realmem.sqlite") or exc
             code = errors.code_of(exc)
             if code == errors.USAGE:
                 logger.warning("rpc usage error", method=method, error=str(exc))

@@ -84,6 +84,55 @@ def _new_huey(key: str) -> tuple["SqliteHuey", dict[str, Any]]:
     return _HUEYS[key]
 
 
+def is_damaged(exc: BaseException) -> bool:
+    """Whether Huey's error means its database file is damaged ("file is not a database",
+    "database disk image is malformed"), not merely busy or locked."""
+    import sqlite3  # Huey's driver, loaded with Huey already
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+def open_checked(home: Path) -> "SqliteHuey":
+    """The home's Huey, its database checked (``quick_check``): a damaged queue.sqlite is moved
+    aside and a new one made.  It only ever held wake-ups, so nothing is lost once the caller
+    re-derives the work from the log (the worker does, at start)."""
+    try:
+        huey, _ = huey_for(home)
+        rows = huey.storage.sql("PRAGMA quick_check", results=True)
+        if [tuple(r) for r in rows] == [("ok",)]:
+            return huey
+        problem = "; ".join(str(r[0]) for r in rows[:3])
+    except Exception as exc:
+        if not is_damaged(exc):
+            raise
+        problem = f"{type(exc).__name__}: {exc}"
+    set_aside(home, problem)
+    return huey_for(home)[0]
+
+
+def set_aside(home: Path, problem: str) -> Path:
+    """Move a damaged queue.sqlite (and its -wal, -shm) aside, kept for a look, and forget this
+    process's Huey on it; the next ``huey_for`` makes a new database.  Returns where it went."""
+    key = str(Path(home).resolve())
+    path = queue_path(Path(key))
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    with _QUEUE_LOCK:
+        old = _HUEYS.pop(key, None)
+        if old is not None:
+            try:
+                old[0].storage.close()
+            except Exception:  # noqa: BLE001 (a damaged file may fail even this)
+                pass
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+            except FileNotFoundError:
+                pass
+        fsutil.fsync_dir(path.parent)
+    log.warning("queue.damaged", path=str(path), moved_to=str(aside), problem=problem,
+                reason="queue.sqlite only carries wake-ups: a new one is made and the work re-derived from the log")
+    return aside
+
+
 class EnqueueFailed(Exception):
     """A wake-up could not be sent (the queue database is unwritable or locked)."""
 

@@ -22,9 +22,8 @@ from pathlib import Path
 
 from realmem.config import Config
 from realmem.events import log as evlog
-from realmem.jobs import policy
+from realmem.jobs import policy, queue
 from realmem.jobs.embed import run_embed
-from realmem.jobs.queue import huey_for
 from realmem.jobs.retry import retry_due
 from realmem.jobs.urgency import run_urgency
 from realmem.storage import db, fsutil
@@ -88,7 +87,7 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     idle = float(idle_seconds if idle_seconds is not None else cfg["worker.idleSeconds"])
     log.info("worker.started", pid=os.getpid(), idle_seconds=idle)
     try:
-        huey, _ = huey_for(home)
+        huey = queue.open_checked(home)  # a damaged queue.sqlite is set aside and made anew
         rederive(home)  # a starting worker re-derives all work; the follower takes it from here
         policy.follow(conn, home, cfg)
         last_work = last_config = time.monotonic()
@@ -97,8 +96,14 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
             task = None
             try:
                 task = huey.dequeue()
-            except Exception:
-                log.exception("worker.dequeue_failed")
+            except Exception as exc:
+                if not queue.is_damaged(exc):
+                    log.exception("worker.dequeue_failed")
+                else:  # damaged while running: a new queue, and the work it held re-derived
+                    queue.set_aside(home, f"{type(exc).__name__}: {exc}")
+                    huey = queue.open_checked(home)
+                    rederive(home)
+                    continue
             if task is not None:
                 try:
                     huey.execute(task)

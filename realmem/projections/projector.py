@@ -88,12 +88,18 @@ class FileProjector:
         self.stores = stores
         self.flush_upto: int | None = None  # inside ``one_flush``: the seq its flush will record
         self.unflushed: list[str] = []  # files written without an fsync, for the next flush
+        # Stores whose files could not be written (store -> why, one line), and the files of
+        # this process's own changes among them: what the front end tells the user.
+        self.unwritable: dict[str, str] = {}
+        self.unwritten: list[str] = []
+        self.behind = False  # the last catch-up left files unwritten: no live write may move the position
 
     # --- live writes -----------------------------------------------------------------------
 
     def apply(self, before: State, after: State, keys: Iterable[Key]) -> bool:
-        """Write the files of a committed change; False if the lease was lost on the way (the
-        rest is left to the next writer's catch-up, and the position stays behind).  The
+        """Write the files of a committed change; False if the lease was lost on the way or a
+        file could not be written (the rest is left to the next writer's catch-up, and the
+        position stays behind).  The
         caller then records the position with ``written_through``."""
         # Only memories whose file or text changed are written: a scan's batch of files already
         # on disk writes none, and then flushes nothing either.
@@ -163,26 +169,33 @@ class FileProjector:
         # The stats of the files written, recorded together at the end (one statement, not a
         # commit per file); a crash before that only makes the next scan read them again.
         written: dict[str, dict[str, tuple[int, int] | None]] = {}
+        complete = True
         try:
             for key in keys:
                 old, new = before.memories.get(key), after.memories.get(key)
-                if new is not None:
-                    if not self.fence_ok(new.store, new.file):
-                        return False
-                    d = self.stores.store_dir(new.store)
-                    self._put(d, new.file, new.text, durable)
-                    if (stamp := _stamp(d / new.file)) is not None:
-                        written.setdefault(new.store, {})[new.file] = stamp
-                    faults.point("after-file")
-                # A rename (new caption) or move: the new file exists before the old one goes, so a
-                # crash in between leaves the memory readable (catch-up removes the old name).
-                if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
-                    if not self.fence_ok(old.store, old.file):
-                        return False
-                    if self.delete_file(old.store, old.file, old.id):
-                        written.get(old.store, {}).pop(old.file, None)
-                    faults.point("after-file")
-            return True
+                at = new or old
+                try:
+                    if new is not None:
+                        if not self.fence_ok(new.store, new.file):
+                            return False
+                        d = self.stores.store_dir(new.store)
+                        self._put(d, new.file, new.text, durable)
+                        if (stamp := _stamp(d / new.file)) is not None:
+                            written.setdefault(new.store, {})[new.file] = stamp
+                        faults.point("after-file")
+                    # A rename (new caption) or move: the new file exists before the old one goes, so a
+                    # crash in between leaves the memory readable (catch-up removes the old name).
+                    if old is not None and (new is None or (new.store, new.file) != (old.store, old.file)):
+                        at = old
+                        if not self.fence_ok(old.store, old.file):
+                            return False
+                        if self.delete_file(old.store, old.file, old.id):
+                            written.get(old.store, {}).pop(old.file, None)
+                        faults.point("after-file")
+                except OSError as exc:  # the change is committed: its file waits for a writable store
+                    self.unwritten.append(self._cannot_write(at.store, at.file, exc))
+                    complete = False
+            return complete
         finally:
             for store, stamps in written.items():
                 self.record_seen(store, stamps)
@@ -203,6 +216,9 @@ class FileProjector:
         once every file is written."""
         done, upto = max(position(self.conn, FILES), self.flush_upto or 0), position(self.conn, "tables")
         if done >= upto:
+            self.behind = False
+            self.unwritable.clear()
+            self.unwritten.clear()  # written since (a long-lived process must not keep them)
             return
         keys: set[Key] = set()
         for env in log.read(self.conn, done, until=upto):
@@ -210,6 +226,7 @@ class FileProjector:
                 keys.update(env.event.keys())
         # Many files (a lagging log) are flushed once before the position moves, as ``apply`` does.
         durable = len(keys) <= BATCH_FSYNC
+        failed: dict[str, str] = {}
         try:
             for key in sorted(keys):
                 if not self.stores.files_reachable(key[0]):
@@ -221,17 +238,41 @@ class FileProjector:
                     continue
                 if not self.fence_ok(key[0], name):
                     return
-                if mem is not None:
-                    self._put(self.stores.store_dir(key[0]), mem.file, mem.text, durable)
-                    self.record_stat(key[0], mem.file)
-                    for old_name in self.file_names(key):  # a rename the crash interrupted
-                        if old_name != mem.file:
-                            self.delete_file(key[0], old_name, key[1])
-                else:
-                    self.delete_file(key[0], name, key[1])
+                try:
+                    if mem is not None:
+                        self._put(self.stores.store_dir(key[0]), mem.file, mem.text, durable)
+                        self.record_stat(key[0], mem.file)
+                        for old_name in self.file_names(key):  # a rename the crash interrupted
+                            if old_name != mem.file:
+                                self.delete_file(key[0], old_name, key[1])
+                    else:
+                        self.delete_file(key[0], name, key[1])
+                except OSError as exc:  # read-only or full: the next writer tries again
+                    if key[0] not in failed:
+                        failed[key[0]] = self._cannot_write(key[0], name, exc)
         finally:
             self._flush()
+        # Only the stores that still fail stay marked: a scan must not take their missing files
+        # for deletions (``observe``).
+        self.unwritable = failed
+        self.behind = bool(failed)
+        if not failed:
+            self.unwritten.clear()
+        if failed:
+            if self.flush_upto is not None:
+                self.flush_upto = -1  # inside ``one_flush``: no position at its end either
+            return
         self.written_through(upto)
+
+    def _cannot_write(self, store: str, name: str, exc: OSError) -> str:
+        """Note that ``store``'s file ``name`` could not be written or removed; the one line."""
+        path = exc.filename if exc.filename and not os.path.basename(str(exc.filename)).startswith(".") \
+            else self.stores.store_dir(store) / name  # the temp file's name means nothing to the user
+        why = f"{path}: {exc.strerror or exc}"
+        self.unwritable[store] = why
+        logger.warning("write.file_failed", store=store, file=name, error=why,
+                       reason="the change is recorded; its file is written once the store is writable")
+        return why
 
     # --- replay ----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ The stdlib ``sqlite3`` of Python 3.11 on our machines cannot load extensions
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib.util
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import apsw
 
+from realmem.errors import StorageError
 from realmem.logs import get_logger
 from realmem.storage import fsutil
 
@@ -41,8 +43,73 @@ def _vec0_path() -> str:
     return os.path.normpath(os.path.join(spec.submodule_search_locations[0], "vec0"))
 
 
+# SQLite's errors that mean the file or its disk, not the statement: a read-only or full
+# REALMEM_HOME, a file another program damaged.  They name no file, so they are reported
+# with the database's path (``storage_error``).
+DISK_ERRORS = (apsw.CantOpenError, apsw.IOError, apsw.FullError, apsw.ReadOnlyError, apsw.PermissionsError)
+DAMAGED_ERRORS = (apsw.CorruptError, apsw.NotADBError)
+DISK_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO})
+
+
+def storage_error(exc: BaseException, path: Path | str, conn: apsw.Connection | None = None) -> StorageError | None:
+    """The one line for a disk or file failure on the database ``path`` (or on a file named
+    by an OSError), or None when ``exc`` is not one (a bug stays a traceback)."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        return StorageError(f"{exc.filename or path}: cannot be written ({exc.strerror}); nothing was changed")
+    if isinstance(exc, DAMAGED_ERRORS):
+        return StorageError(f"{path} is damaged ({exc}); `realmem repair` moves it aside and rebuilds it "
+                            "from the fact files")
+    if not isinstance(exc, DISK_ERRORS):
+        return None
+    return StorageError(f"{path}: cannot be written ({_cause(exc, Path(path), conn)}; SQLite: {exc}); "
+                        "nothing was changed")
+
+
+def _cause(exc: BaseException, path: Path, conn: apsw.Connection | None) -> str:
+    """Why SQLite could not use ``path``: the OS error it got, else what the disk shows."""
+    if isinstance(exc, apsw.FullError):
+        return os.strerror(errno.ENOSPC)
+    code = 0
+    if conn is not None:
+        try:
+            code = conn.system_errno
+        except apsw.Error:
+            pass
+    if code:
+        return os.strerror(code)
+    d = path.parent
+    try:
+        fs = os.statvfs(d)
+    except OSError as err:
+        return err.strerror or str(err)
+    if fs.f_flag & os.ST_RDONLY:
+        return os.strerror(errno.EROFS)
+    if fs.f_bavail == 0:
+        return os.strerror(errno.ENOSPC)
+    if not os.access(d, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return os.strerror(errno.EACCES)
+    return "the disk refused the write"
+
+
 def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
-    """Open ``path`` with the pragmas every realmem process relies on."""
+    """Open ``path`` with the pragmas every realmem process relies on; a file that cannot be
+    opened, written or read raises a StorageError naming it."""
+    conn: apsw.Connection | None = None
+    try:
+        conn = _connect(path, migrate)
+    except (apsw.Error, OSError) as exc:
+        err = storage_error(exc, path, conn)
+        if conn is not None:
+            conn.close()
+        if err is None:
+            raise
+        raise err from exc
+    return conn
+
+
+def _connect(path: Path | str, migrate: bool) -> apsw.Connection:
     fsutil.private_file(Path(path))
     conn = apsw.Connection(str(path))
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -54,8 +121,12 @@ def connect(path: Path | str, *, migrate: bool = True) -> apsw.Connection:
     # A WAL grown by a long run of batches (``one_checkpoint``) is cut back when it restarts.
     conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     conn.execute("PRAGMA foreign_keys=ON")
-    if migrate:
-        apply_migrations(conn)
+    try:
+        if migrate:
+            apply_migrations(conn)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -82,13 +153,19 @@ def transaction(conn: apsw.Connection, *, immediate: bool = True) -> Iterator[ap
     if conn.in_transaction:  # nested use joins the outer transaction
         yield conn
         return
-    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
     try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk)
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    except DISK_ERRORS + DAMAGED_ERRORS as exc:
+        if conn.in_transaction:  # a failed COMMIT leaves it open
+            conn.execute("ROLLBACK")
+        raise storage_error(exc, conn.filename, conn) from exc
 
 
 @contextlib.contextmanager

@@ -110,6 +110,11 @@ def _scan_and_record(app: Realmem, store: str, wait: float, full: bool,
         try:
             with app.write_lease(wait), db.one_checkpoint(app.conn, checkpoints), \
                     index.tokens_cached_at_end(app.conn), app.projector.one_flush():
+                if store in app.projector.unwritable:
+                    # Its files could not be caught up (read-only, full): a memory whose file was
+                    # never written is not a deletion.  Scanned again once it is writable.
+                    logger.warning("scan.deferred", store=store, reason=app.projector.unwritable[store])
+                    return out
                 if _positions(app) != positions or len(set(positions)) != 1:
                     # Again under the lease: the tables moved, or a killed writer's files were
                     # caught up (the first pass may have taken a file it never wrote for a

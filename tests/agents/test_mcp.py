@@ -260,3 +260,22 @@ def test_the_printed_codex_entry_carries_realmems_environment(env: dict[str, str
     status_bare = run_client(bare | {"HOME": str(tmp_path / "h")}, repo, body, errlog=tmp_path / "mcp.log",
                              command=[entry["command"], *entry["args"]])
     assert semif.url not in status_bare
+
+
+def test_a_damaged_database_is_a_tool_error_naming_it(env: dict[str, str], repo: Path, home: Path,
+                                                      tmp_path: Path) -> None:
+    with open_attached(home, repo):
+        pass
+    db_path = home / "realmem.sqlite"
+    data = bytearray(db_path.read_bytes())
+    data[:] = os.urandom(len(data))  # not a database at all any more
+    db_path.write_bytes(bytes(data))
+
+    async def body(s: ClientSession) -> Any:
+        return await s.call_tool("realmem_list", {})
+
+    out = run_client(env, repo, body, errlog=tmp_path / "mcp.log")
+    assert out.is_error
+    text = text_of(out)
+    assert str(db_path) in text and "damaged" in text and "realmem repair" in text, text
+    assert "internal error" not in text and "\n" not in text

@@ -222,3 +222,43 @@ def test_eight_processes_remember_concurrently_through_the_worker(home: Path, re
 
 def test_worker_run_in_process_exits_when_idle(home: Path, servers):
     assert worker.run(home, idle_seconds=0.2) == 0
+
+
+@pytest.mark.parametrize("damage", ["header", "pages"])
+def test_a_damaged_queue_db_is_set_aside_and_its_work_rederived(home: Path, repo: Path, servers, reap,
+                                                               monkeypatch: pytest.MonkeyPatch, damage: str):
+    s1, emb, _ = servers
+    monkeypatch.delenv("REALMEM_SEMIF_URL")
+    emb.down()
+    app = open_attached(home, repo)
+    try:
+        out = remember(app, "Schema lives in db/schema.sql", "Edit `db/schema.sql`, then run `make migrate`.",
+                       paths=["db"], user_requested=True)
+        assert out.action == "add"
+        for _ in range(200):  # a queue of several pages
+            queue.enqueue_embed(app)
+        h, _ = queue._HUEYS.pop(str(home.resolve()))
+        h.storage.sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        h.storage.close()
+        path = queue.queue_path(home)
+        data = bytearray(path.read_bytes())
+        assert len(data) >= 3 * 4096
+        start = 0 if damage == "header" else 4096  # the whole file, or every page after the first
+        data[start:] = os.urandom(len(data) - start)
+        path.write_bytes(bytes(data))
+        emb.up()
+        proc = start_worker(home)
+        reap.append(proc.pid)
+        _, err = proc.communicate(timeout=BOUND)
+        assert proc.returncode == 0, err.decode()
+        assert b"Traceback" not in err
+        from realmem.read import embedder
+        assert embedder.missing(app) == []  # the embed the damaged queue held was re-derived
+        [aside] = home.glob("queue.sqlite.damaged-*")
+        assert aside.read_bytes()[start:] == bytes(data[start:])  # kept as it was, for a look
+        assert queue.pending_tasks(home) == 0
+        warned = [json.loads(line) for line in (home / "worker.log").read_text().splitlines()
+                  if '"queue.damaged"' in line]
+        assert [w["moved_to"] for w in warned] == [str(aside)]
+    finally:
+        app.close()
