@@ -32,8 +32,8 @@ from realmem.storage import db, fsutil
 from realmem.storage.lock import LockTimeout
 from realmem.logs import get_logger
 from realmem.stores import ids
-from realmem.stores.project import GLOBAL, Project
-from realmem.write import factfiles, memories
+from realmem.stores.project import GLOBAL, Project, default_path
+from realmem.write import factfiles
 from realmem.projections import queries
 
 logger = get_logger("realmem.write.observe")
@@ -132,6 +132,32 @@ def _scan_and_record(app: Realmem, store: str, wait: float, full: bool,
         app.projector.record_seen(store, seen)
         _record_dir(app, store, dir_stamp, started)
     return out
+
+
+def before_write(app: Realmem, keys: list[ev.Key]) -> set[ev.Key]:
+    """Call under the write lease before a change to existing memories is decided: a memory
+    whose file is no longer what realmem last wrote or read there (a `git pull`, a checkout or
+    another REALMEM_HOME renamed, changed or deleted it since this process looked) has its
+    store scanned first, so the change is decided on what is on disk and never writes the old
+    file back.  A long-lived process (a Pi session's rpc child) otherwise scans only at
+    session start.  One stat and one row per memory; returns the memories found changed."""
+    off = {k for k in dict.fromkeys(keys) if _file_changed(app, k)}
+    if off:
+        logger.info("write.observed_first", memories=len(off))
+        scan_stores(app, sorted({k[0] for k in off}))
+    return off
+
+
+def _file_changed(app: Realmem, key: ev.Key) -> bool:
+    m = app.memory(key)
+    if m is None or not app.files_reachable(key[0]):
+        return False
+    seen = queries.file_stat(app.conn, key[0], m.file)
+    try:
+        st = os.lstat(app.store_dir(key[0]) / m.file)
+    except OSError:
+        return True  # gone (renamed or deleted), or unreadable: the scan says which
+    return not stat.S_ISREG(st.st_mode) or (st.st_mtime_ns, st.st_size) != seen
 
 
 def _positions(app: Realmem) -> tuple[int, int, int]:
@@ -336,7 +362,7 @@ def _scan_store(app: Realmem, store: str,
                     logger.warning("fact file re-identified", store=store, file=name)
                 now = now_iso()
                 text = files.render(id=parsed_id, caption=parsed.caption,
-                                    paths=parsed.paths or [memories.default_path(store)],
+                                    paths=parsed.paths or [default_path(store)],
                                     created=parsed.created or now, updated=parsed.updated or now,
                                     content=parsed.content, previous=text)
                 parsed = files.parse(text)
@@ -363,7 +389,7 @@ def _scan_store(app: Realmem, store: str,
             new_stats[name] = stamp
             return
         now = "" if parsed.created and parsed.updated else now_iso()  # the clock only for a file missing either
-        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
+        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
         quarantine = reads.scan(parsed.caption, parsed.content)
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))

@@ -8,14 +8,18 @@ child (a long-lived Pi session) that scanned its store only at session start.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from realmem.events import types as ev
 from realmem.gate.judge import urgency_key
-from realmem.projections import replay
+from realmem.interface import commands
+from realmem.projections import files, replay
+from realmem.stores import ids
 from realmem.write import memories
 from realmem.write.observe import open_attached, scan_stores
 
 from conftest import run_git
+from helpers.rpc_child import child_env, spawn  # noqa: F401 (fixtures)
 
 
 def add(app, caption: str, content: str, paths: list[str] | None = None):  # type: ignore[no-untyped-def]
@@ -83,3 +87,129 @@ def test_a_forgotten_fact_that_comes_back_starts_its_counts_again(home: Path, re
         assert back is not None  # an outside file is a fact like any other
         assert app.counters((m.store, m.id)) == (0, 0)  # but a forget stayed a forget
         assert replay.check(app).differences == []
+
+
+# --- a long-lived rpc child after a pull ---------------------------------------------------
+
+def teammate(repo: Path, tmp_path: Path) -> Path:
+    clone = tmp_path / "teammate"
+    run_git(tmp_path, "clone", "-q", str(repo), str(clone))
+    return clone
+
+
+def pull(repo: Path, clone: Path) -> None:
+    run_git(repo, "pull", "-q", "--ff-only", str(clone), "main")
+
+
+def holders(store_dir: Path, mem_id: str) -> list[str]:
+    """The fact files in ``store_dir`` that carry ``mem_id``."""
+    return sorted(p.name for p in store_dir.glob("*.md") if files.parse(p.read_text(encoding="utf-8")).id == mem_id)
+
+
+def shared_fact(home: Path, repo: Path):  # type: ignore[no-untyped-def]
+    with open_attached(home, repo) as app:
+        m = add(app, "Deploys go through make deploy", "make deploy ENV=staging first")
+    commit_all(repo, "a shared fact")
+    return m
+
+
+def rename_caption(clone: Path, old_file: str, caption: str) -> str:
+    """The teammate renames the fact (new caption, file named after it) by hand and commits."""
+    d = clone / ".pi" / "realmem"
+    text = (d / old_file).read_text(encoding="utf-8")
+    parsed = files.parse(text)
+    new_file = files.slug(caption) + ".md"
+    run_git(clone, "mv", f".pi/realmem/{old_file}", f".pi/realmem/{new_file}")
+    (d / new_file).write_text(text.replace(f"caption: {parsed.caption}\n", f"caption: {caption}\n"), encoding="utf-8")
+    commit_all(clone, "rename the deploy fact")
+    return new_file
+
+
+def test_an_rpc_edit_after_a_pulled_rename_keeps_the_rename(spawn: Any, home: Path, repo: Path,
+                                                           tmp_path: Path) -> None:
+    m = shared_fact(home, repo)
+    clone = teammate(repo, tmp_path)
+    c = spawn()
+    c.call("session_start", {"cwd": str(repo), "session": "s"})  # the child's only scan
+    new_file = rename_caption(clone, m.file, "Deploys go through the release pipeline")
+    pull(repo, clone)
+
+    c.call("edit", {"cwd": str(repo), "id": ids.short(m.id), "content": "make release, then make deploy"})
+    d = repo / ".pi" / "realmem"
+    assert not (d / m.file).exists()  # the teammate's rename is not undone
+    assert holders(d, m.id) == [new_file]
+    on_disk = files.parse((d / new_file).read_text(encoding="utf-8"))
+    assert (on_disk.caption, on_disk.content) == ("Deploys go through the release pipeline",
+                                                  "make release, then make deploy")
+    assert run_git(repo, "status", "--porcelain") == f"M .pi/realmem/{new_file}"  # nothing untracked
+    assert c.close() == 0
+    with open_attached(home, repo) as app:
+        assert app.memory((m.store, m.id)).file == new_file
+        assert app.conn.execute("SELECT count(*) FROM problems").fetchone()[0] == 0
+        assert replay.check(app).differences == []
+
+
+def test_an_rpc_edit_after_a_pulled_delete_is_refused_and_writes_nothing(spawn: Any, home: Path, repo: Path,
+                                                                        tmp_path: Path) -> None:
+    m = shared_fact(home, repo)
+    clone = teammate(repo, tmp_path)
+    c = spawn()
+    c.call("session_start", {"cwd": str(repo), "session": "s"})
+    run_git(clone, "rm", "-q", f".pi/realmem/{m.file}")
+    commit_all(clone, "the deploy fact is obsolete")
+    pull(repo, clone)
+
+    err = c.error("edit", {"cwd": str(repo), "id": ids.short(m.id), "content": "make deploy ENV=prod"})
+    assert "deleted outside realmem" in err["message"] and "nothing was written" in err["message"]
+    assert "\n" not in err["message"]
+    assert not (repo / ".pi" / "realmem" / m.file).exists()  # the deleted file does not come back
+    assert run_git(repo, "status", "--porcelain") == ""
+    assert c.close() == 0
+    with open_attached(home, repo) as app:
+        assert app.memory((m.store, m.id)) is None
+        assert replay.check(app).differences == []
+
+
+def test_an_rpc_forget_after_a_pulled_rename_forgets_the_renamed_file(spawn: Any, home: Path, repo: Path,
+                                                                     tmp_path: Path) -> None:
+    m = shared_fact(home, repo)
+    clone = teammate(repo, tmp_path)
+    c = spawn()
+    c.call("session_start", {"cwd": str(repo), "session": "s"})
+    new_file = rename_caption(clone, m.file, "Deploys go through the release pipeline")
+    pull(repo, clone)
+
+    c.call("forget", {"cwd": str(repo), "ids": [ids.short(m.id)]})
+    assert holders(repo / ".pi" / "realmem", m.id) == []  # not left to come back at the next scan
+    assert run_git(repo, "status", "--porcelain") == f"D .pi/realmem/{new_file}"
+    assert c.close() == 0
+    with open_attached(home, repo) as app:
+        assert app.memory((m.store, m.id)) is None
+        assert replay.check(app).differences == []
+
+
+# --- two homes on one checkout --------------------------------------------------------------
+
+def test_two_homes_on_one_checkout_agree_after_one_renames_and_the_other_edits(home: Path, repo: Path,
+                                                                             tmp_path: Path) -> None:
+    other_home = tmp_path / "claude-home"  # Claude Code installed with --home
+    m = shared_fact(home, repo)
+    d = repo / ".pi" / "realmem"
+    with open_attached(other_home, repo) as b:  # long-lived: scanned once, when it opened
+        assert b.memory((m.store, m.id)) is not None
+        with open_attached(home, repo) as a:
+            renamed = commands.edit(a, ids.short(m.id), caption="Deploys go through the release pipeline")
+        assert renamed["text"].startswith("Edited")
+        [new_file] = holders(d, m.id)
+        assert new_file != m.file
+        commands.edit(b, ids.short(m.id), content="make release, then make deploy")
+        assert holders(d, m.id) == [new_file]  # one id, one file
+        got_b = b.memory((m.store, m.id))
+        assert (got_b.caption, got_b.content, got_b.file) == ("Deploys go through the release pipeline",
+                                                              "make release, then make deploy", new_file)
+        assert replay.check(b).differences == []
+    with open_attached(home, repo) as a:
+        got_a = a.memory((m.store, m.id))
+        assert (got_a.caption, got_a.content, got_a.file) == (got_b.caption, got_b.content, got_b.file)
+        assert a.conn.execute("SELECT count(*) FROM problems").fetchone()[0] == 0
+        assert replay.check(a).differences == []
