@@ -332,6 +332,30 @@ def _scan_store(app: Realmem, store: str,
 
     notices: list[ev.Event] = []  # told last: the file's FileObserved events clear its problems
 
+    read_files: dict[str, tuple[str | None, str]] = {}  # name -> (updated, text) of each file read as a fact
+
+    def claim(mem_id: str, holder: str) -> tuple[str | None, str]:
+        """(updated, text) of the file that took ``mem_id`` first: read by this scan, or
+        unchanged since realmem wrote or read it (the memory's own text)."""
+        if holder in read_files:
+            return read_files[holder]
+        m = app.memory((store, mem_id))
+        return (m.updated, m.text) if m is not None else (None, "")
+
+    def displace(holder: str, mem_id: str, name: str) -> None:
+        """``name`` is a newer version of the fact ``holder`` took first: it takes the id, and
+        ``holder`` is reported as the copy (kept on disk for the user; never deleted)."""
+        events[:] = [e for e in events if not (isinstance(e, ev.FileObserved) and e.id == mem_id)]
+        on_disk.discard(ev.Key(store, mem_id))
+        fine.discard(holder)
+        unchanged.discard(holder)
+        new_stats[holder] = None  # read again next time, as the copy it now is
+        problem(holder, "duplicate-id", f"{holder} repeats the id of {name}; ignored", 2,
+                _digest(claim(mem_id, holder)[1]))
+        own = by_file.get(holder)
+        if own is not None and own != mem_id:
+            seen_ids.setdefault(own, holder)  # the file's own memory keeps its last good version
+
     def same(name: str, mem_id: str) -> None:
         """A known file unchanged since realmem last read or wrote it."""
         seen_ids[mem_id] = name
@@ -373,12 +397,21 @@ def _scan_store(app: Realmem, store: str,
                 seen_ids[mem_id] = name
             return
         assert parsed.id is not None
+        displaced = False
         if parsed.id in seen_ids:
-            problem(name, "duplicate-id", f"{name} repeats the id of {seen_ids[parsed.id]}; ignored", 2, _digest(text))
-            if mem_id is not None:
-                seen_ids.setdefault(mem_id, name)  # the file's own memory keeps its last good version
-            return
+            # One id in two files (a stale write, two homes on one checkout): the newer version
+            # (a later ``updated``) keeps it, whichever home scans, and the other is reported.  A
+            # tie (a plain copy, hand-written twins) keeps the file that took the id first.
+            holder = seen_ids[parsed.id]
+            if not _later(parsed.updated, claim(parsed.id, holder)[0]):
+                problem(name, "duplicate-id", f"{name} repeats the id of {holder}; ignored", 2, _digest(text))
+                if mem_id is not None:
+                    seen_ids.setdefault(mem_id, name)  # the file's own memory keeps its last good version
+                return
+            displace(holder, parsed.id, name)
+            displaced = True
         seen_ids[parsed.id] = name
+        read_files[name] = (parsed.updated, text)
         fine.add(name)
         current = known.get(parsed.id)
         if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
@@ -395,7 +428,7 @@ def _scan_store(app: Realmem, store: str,
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
             new_stats[name] = stamp
-            if current is None or current == name:  # no other file of it for emit to remove
+            if current is None or current == name or displaced:  # no other file of it for emit to remove
                 on_disk.add(ev.Key(store, parsed.id))
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
@@ -460,6 +493,12 @@ def _scan_store(app: Realmem, store: str,
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     events.extend(notices)
     return events, new_stats, on_disk
+
+
+def _later(updated: str | None, than: str | None) -> bool:
+    """Whether a fact file's ``updated`` time is strictly later (realmem writes one fixed ISO
+    form, so the strings compare as times; a file without one is never later)."""
+    return updated is not None and (than is None or updated > than)
 
 
 def _unchanged_files(d: Path, names: list[str], stats: dict[str, tuple[int, int]]) -> set[str]:

@@ -7,6 +7,7 @@ child (a long-lived Pi session) that scanned its store only at session start.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,35 @@ def test_two_homes_on_one_checkout_agree_after_one_renames_and_the_other_edits(h
         assert (got_a.caption, got_a.content, got_a.file) == (got_b.caption, got_b.content, got_b.file)
         assert a.conn.execute("SELECT count(*) FROM problems").fetchone()[0] == 0
         assert replay.check(a).differences == []
+
+
+def test_one_id_in_two_files_keeps_the_newer_in_every_home(home: Path, repo: Path, tmp_path: Path) -> None:
+    """The state a stale write left before this was fixed: home A renamed the fact, home B wrote
+    its edit back under the old name.  Every home keeps the newer file and reports the other."""
+    other_home = tmp_path / "claude-home"
+    m = shared_fact(home, repo)
+    d = repo / ".pi" / "realmem"
+    with open_attached(other_home, repo) as b:
+        assert b.memory((m.store, m.id)) is not None
+    with open_attached(home, repo) as a:
+        commands.edit(a, ids.short(m.id), caption="Deploys go through the release pipeline")
+        renamed = a.memory((m.store, m.id))
+    assert renamed.file != m.file and not (d / m.file).exists()
+    then = dt.datetime.fromisoformat(renamed.updated.removesuffix("Z")) + dt.timedelta(seconds=1)
+    later = then.strftime("%Y-%m-%dT%H:%M:%S.") + f"{then.microsecond // 1000:03d}Z"
+    stale = files.render(id=m.id, caption=m.caption, paths=m.paths, created=m.created, updated=later,
+                         content="make deploy ENV=prod")
+    (d / m.file).write_text(stale, encoding="utf-8")  # B's edit, written back under the old name
+
+    for realmem_home in (home, other_home, home):  # each home, and again: stable
+        with open_attached(realmem_home, repo) as app:
+            got = app.memory((m.store, m.id))
+            assert (got.file, got.content, got.text) == (m.file, "make deploy ENV=prod", stale)
+            rows = app.conn.execute("SELECT file, problem, message FROM problems").fetchall()
+            assert rows == [(renamed.file, "duplicate-id", f"{renamed.file} repeats the id of {m.file}; ignored")]
+            assert replay.check(app).differences == []
+    assert (d / renamed.file).read_text(encoding="utf-8") == renamed.text  # reported, never deleted
+    with open_attached(home, repo) as app:
+        replay.replay(app)
+        assert (d / renamed.file).read_text(encoding="utf-8") == renamed.text
+        assert replay.check(app).differences == []
