@@ -35,7 +35,7 @@ import attrs
 from realmem.gate import judge
 from realmem.read import embedder
 from realmem.stores import ids
-from realmem.write import memories
+from realmem.write import memories, observe
 from realmem.stores import paths as pth
 from realmem.read import search
 from realmem.app import Realmem, RealmemError
@@ -634,6 +634,9 @@ def apply(app: Realmem, plan: _Plan) -> list[Change]:
     """Write the plan, group by group, each one atomic emit; stale groups are skipped."""
     changes: list[Change] = []
     with app.write_lease():
+        # A file a pull renamed, changed or deleted while the plan was made is observed first,
+        # so its memory counts as changed meanwhile and is left alone (a forget would miss it).
+        observe.before_write(app, list(plan.snapshot))
         for key, decision, change in plan.forgets:
             stale = _stale(app, plan, [key])
             if stale:

@@ -363,18 +363,26 @@ class FileProjector:
         """Names the memory had before in its store (``names``: from a fold of the log) that
         still exist on disk."""
         d = self.stores.store_dir(mem.store)
-        return sorted(n for n in names.get((mem.store, mem.id), ()) if n != mem.file and (d / n).exists())
+        return sorted(n for n in names.get((mem.store, mem.id), ())
+                      if n != mem.file and (d / n).exists() and not self.reported_copy(mem.store, n))
 
     # --- files and their stats -------------------------------------------------------------
 
     def delete_file(self, store: str, name: str, mem_id: str) -> bool:
         """Remove a memory's file, but only if it still holds that memory (a hand-made file
         reusing the name must survive).  True if a file was removed."""
-        if not self.holds(store, name, mem_id):
+        if not self.holds(store, name, mem_id) or self.reported_copy(store, name):
             return False
         files.delete(self.stores.store_dir(store), name)
         self.conn.execute("DELETE FROM file_stats WHERE store=? AND file=?", (store, name))
         return True
+
+    def reported_copy(self, store: str, name: str) -> bool:
+        """Whether the file is reported as repeating another file's id: an older version of
+        its memory that a newer file displaced (``observe``), the user's to sort out, never
+        removed as a name the memory left behind."""
+        return self.conn.execute("SELECT 1 FROM problems WHERE store=? AND file=? AND problem='duplicate-id'",
+                                 (store, name)).fetchone() is not None
 
     def holds(self, store: str, name: str, mem_id: str) -> bool:
         """Whether the file ``name`` in ``store`` is a fact file of this memory."""

@@ -200,13 +200,16 @@ def _moved(state: State, e: ev.MemoryMoved, env: Envelope) -> None:
 def _observed(state: State, e: ev.FileObserved, env: Envelope) -> None:
     key = Key(e.store, e.id)
     if e.change == "deleted" or e.fields is None:
-        old = state.memories.get(key)
-        _drop(state, key)
+        # A file gone is an absent memory, not a forgotten one: a branch switched away and back
+        # (or a pull undone) brings the same id back with the use counts and urgency it had.
+        # Absent, it is not served and nothing counts for it; only a forget drops them.
+        old = state.memories.pop(key, None)
+        state.missing.pop(key, None)
         if old is not None:
             _clear_problems_for(state, e.store, old.file)
     else:
         state.memories[key] = _memory(e.store, e.id, e.fields, "observed", env.seq, e.quarantine)
-        state.counters.setdefault(key, Counter())
+        state.counters.setdefault(key, Counter())  # an absent memory's, kept since its file went
         _clear_problems_for(state, e.store, e.fields.file)
 
 

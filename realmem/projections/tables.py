@@ -82,9 +82,11 @@ def load(conn: apsw.Connection, keys: Iterable[Key], small: Iterable[str] = ()) 
         found = list(state.memories)
         for k in found:
             state.counters[k] = Counter()
-        for row in rows_by_key(conn, "used_count, path_inject_count", "counters", found):
+        # Counters and urgency of every key, not only the memories found: an absent memory's
+        # (its file gone, ``state._observed``) wait there for its file to come back.
+        for row in rows_by_key(conn, "used_count, path_inject_count", "counters", wanted):
             state.counters[(row[0], row[1])] = Counter(row[2], row[3])
-        for row in rows_by_key(conn, "valid_for, score, probabilities, confidence, source", "urgency", found):
+        for row in rows_by_key(conn, "valid_for, score, probabilities, confidence, source", "urgency", wanted):
             state.urgency[(row[0], row[1])] = Urgency(row[2], row[3], json.loads(row[4]), row[5], row[6])
         for row in rows_by_key(conn, "path, suggested", "missing_paths", found):
             state.missing.setdefault((row[0], row[1]), {})[row[2]] = row[3]
@@ -130,8 +132,11 @@ def save(conn: apsw.Connection, state: State, keys: Iterable[Key], small: Iterab
         if key in prev:
             index.drop(conn, prev[key][0])
     if gone:
-        for table in ("memories", "counters", "urgency", "missing_paths"):
+        for table in ("memories", "missing_paths"):
             conn.executemany(f"DELETE FROM {table} WHERE store=? AND id=?", gone)
+        # An absent memory keeps its counters and urgency rows (unchanged while it is absent).
+        conn.executemany("DELETE FROM counters WHERE store=? AND id=?", [k for k in gone if k not in state.counters])
+        conn.executemany("DELETE FROM urgency WHERE store=? AND id=?", [k for k in gone if k not in state.urgency])
     if kept:
         _upsert_memories(conn, state, kept, prev)
     for name in small:
@@ -204,8 +209,8 @@ def _upsert_memories(conn: apsw.Connection, state: State, mems: list[Memory], pr
         conn.executemany("DELETE FROM urgency WHERE store=? AND id=?", old)
         conn.executemany("DELETE FROM missing_paths WHERE store=? AND id=?", old)
     urgent = [((m.store, m.id), u) for m in mems if (u := state.urgency.get((m.store, m.id))) is not None]
-    if urgent:
-        conn.executemany("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
+    if urgent:  # OR REPLACE: a memory back from absence still has its row
+        conn.executemany("INSERT OR REPLACE INTO urgency VALUES (?,?,?,?,?,?,?)",
                          [(*k, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence,
                            u.source) for k, u in urgent])
     missing = [(m.store, m.id, path, suggested) for m in mems
@@ -227,11 +232,12 @@ def save_all(conn: apsw.Connection, state: State) -> None:
               f.file, f.text, m.hash, m.source, m.quarantined, m.last_seq)
              for m in state.memories.values() for f in (m.fields,) for p in (tuple(f.paths),)],
         )
+    # Every key's, absent memories' included: the reducer keeps only those of memories that exist or are absent.
     conn.executemany("INSERT INTO counters VALUES (?,?,?,?)",
-                     [(*k, c.used_count, c.path_inject_count) for k, c in state.counters.items() if k in state.memories])
+                     [(*k, c.used_count, c.path_inject_count) for k, c in state.counters.items()])
     conn.executemany("INSERT INTO urgency VALUES (?,?,?,?,?,?,?)",
                      [(*k, u.valid_for, u.score, json.dumps(u.probabilities, sort_keys=True), u.confidence, u.source)
-                      for k, u in state.urgency.items() if k in state.memories])
+                      for k, u in state.urgency.items()])
     conn.executemany("INSERT INTO missing_paths VALUES (?,?,?,?)",
                      [(*k, p, s) for k, flags in state.missing.items() if k in state.memories
                       for p, s in sorted(flags.items())])

@@ -318,3 +318,8 @@ def forget_cache() -> None:
 
 def store_kind(store: str) -> str:
     return store.split(":", 1)[0]
+
+
+def default_path(store: str) -> str:
+    """What a memory without paths is about: the whole store ("~" everywhere, "." the project)."""
+    return "~" if store == GLOBAL else "."

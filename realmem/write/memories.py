@@ -20,10 +20,11 @@ from realmem.stores import ids, paths
 from realmem.errors import ChangedMeanwhile, NotFound, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
-from realmem.stores.project import GLOBAL, store_kind
+from realmem.stores.project import GLOBAL, default_path, store_kind
 from realmem.projections.state import Memory
+from realmem.write import observe
 
-if TYPE_CHECKING:  # the writer imports observe, which imports this module
+if TYPE_CHECKING:  # for annotations only: nothing here constructs one
     from realmem.app import Realmem
 
 MAX_CAPTION = 200
@@ -42,11 +43,6 @@ def _home(_env_home: str | None) -> Path:
 
 def frame(store: str) -> str:
     return paths.GLOBAL if store == GLOBAL else paths.PROJECT
-
-
-def default_path(store: str) -> str:
-    """What a memory without paths is about: the whole store ("~" everywhere, "." the project)."""
-    return "~" if store == GLOBAL else "."
 
 
 def union_paths(a: list[str], b: list[str], store: str) -> list[str]:
@@ -133,15 +129,25 @@ def add(app: Realmem, caption: str, content: str, *, store: str, stored_paths: l
 
 
 def current(app: Realmem, key: Key, version: int | None = None) -> Memory:
-    """The memory as it is now (call under the write lease); ``version``: the one the caller
-    decided on, refused if the memory changed since."""
+    """The memory as it is now (call under the write lease), its file observed first if it
+    changed on disk (``observe.before_write``); ``version``: the one the caller decided on,
+    refused if the memory changed since."""
+    outside = observe.before_write(app, [key])
     m = app.memory(key)
     if m is None:
+        if key in outside:
+            raise NotFound(_deleted_outside(key))
         raise NotFound(f"memory {ids.short(key[1])} not found: it no longer exists (forgotten or moved)")
     if version is not None and m.last_seq != version:
-        raise ChangedMeanwhile(f"memory {ids.short(key[1])} changed meanwhile; nothing was written, "
+        where = "its file changed outside realmem" if key in outside else "it changed meanwhile"
+        raise ChangedMeanwhile(f"memory {ids.short(key[1])}: {where}; nothing was written, "
                                "look at it again and retry")
     return m
+
+
+def _deleted_outside(key: Key) -> str:
+    return (f"memory {ids.short(key[1])} not found: its file was deleted outside realmem (a git pull or "
+            "checkout?); nothing was written")
 
 
 def edit(app: Realmem, key: Key, *, caption: str | None = None, content: str | None = None,
@@ -182,10 +188,12 @@ def edit_paths_from_input(app: Realmem, key: Key, raw_paths: list[str]) -> list[
 def forget(app: Realmem, keys: list[Key], *, reason: str = "forget") -> tuple[list[Key], list[str]]:
     """Forget the memories that still exist; returns (forgotten, "not found" messages)."""
     with app.write_lease():
+        outside = observe.before_write(app, keys)  # a file renamed by a pull is deleted under its new name
         gone = [k for k in keys if app.memory(k) is None]
         kept = [k for k in dict.fromkeys(keys) if k not in gone]
         app.emit([ev.MemoryForgotten(store, mem_id, reason) for store, mem_id in kept])
-    return kept, [f"memory {ids.short(k[1])} not found: it was already forgotten" for k in gone]
+    return kept, [_deleted_outside(k) if k in outside else f"memory {ids.short(k[1])} not found: it was already forgotten"
+                  for k in gone]
 
 
 def reinforce(app: Realmem, key: Key, *, decision: int | None = None) -> None:

@@ -32,8 +32,8 @@ from realmem.storage import db, fsutil
 from realmem.storage.lock import LockTimeout
 from realmem.logs import get_logger
 from realmem.stores import ids
-from realmem.stores.project import GLOBAL, Project
-from realmem.write import factfiles, memories
+from realmem.stores.project import GLOBAL, Project, default_path
+from realmem.write import factfiles
 from realmem.projections import queries
 
 logger = get_logger("realmem.write.observe")
@@ -137,6 +137,32 @@ def _scan_and_record(app: Realmem, store: str, wait: float, full: bool,
         app.projector.record_seen(store, seen)
         _record_dir(app, store, dir_stamp, started)
     return out
+
+
+def before_write(app: Realmem, keys: list[ev.Key]) -> set[ev.Key]:
+    """Call under the write lease before a change to existing memories is decided: a memory
+    whose file is no longer what realmem last wrote or read there (a `git pull`, a checkout or
+    another REALMEM_HOME renamed, changed or deleted it since this process looked) has its
+    store scanned first, so the change is decided on what is on disk and never writes the old
+    file back.  A long-lived process (a Pi session's rpc child) otherwise scans only at
+    session start.  One stat and one row per memory; returns the memories found changed."""
+    off = {k for k in dict.fromkeys(keys) if _file_changed(app, k)}
+    if off:
+        logger.info("write.observed_first", memories=len(off))
+        scan_stores(app, sorted({k[0] for k in off}))
+    return off
+
+
+def _file_changed(app: Realmem, key: ev.Key) -> bool:
+    m = app.memory(key)
+    if m is None or not app.files_reachable(key[0]):
+        return False
+    seen = queries.file_stat(app.conn, key[0], m.file)
+    try:
+        st = os.lstat(app.store_dir(key[0]) / m.file)
+    except OSError:
+        return True  # gone (renamed or deleted), or unreadable: the scan says which
+    return not stat.S_ISREG(st.st_mode) or (st.st_mtime_ns, st.st_size) != seen
 
 
 def _positions(app: Realmem) -> tuple[int, int, int]:
@@ -311,6 +337,30 @@ def _scan_store(app: Realmem, store: str,
 
     notices: list[ev.Event] = []  # told last: the file's FileObserved events clear its problems
 
+    read_files: dict[str, tuple[str | None, str]] = {}  # name -> (updated, text) of each file read as a fact
+
+    def claim(mem_id: str, holder: str) -> tuple[str | None, str]:
+        """(updated, text) of the file that took ``mem_id`` first: read by this scan, or
+        unchanged since realmem wrote or read it (the memory's own text)."""
+        if holder in read_files:
+            return read_files[holder]
+        m = app.memory((store, mem_id))
+        return (m.updated, m.text) if m is not None else (None, "")
+
+    def displace(holder: str, mem_id: str, name: str) -> None:
+        """``name`` is a newer version of the fact ``holder`` took first: it takes the id, and
+        ``holder`` is reported as the copy (kept on disk for the user; never deleted)."""
+        events[:] = [e for e in events if not (isinstance(e, ev.FileObserved) and e.id == mem_id)]
+        on_disk.discard(ev.Key(store, mem_id))
+        fine.discard(holder)
+        unchanged.discard(holder)
+        new_stats[holder] = None  # read again next time, as the copy it now is
+        problem(holder, "duplicate-id", f"{holder} repeats the id of {name}; ignored", 2,
+                _digest(claim(mem_id, holder)[1]))
+        own = by_file.get(holder)
+        if own is not None and own != mem_id:
+            seen_ids.setdefault(own, holder)  # the file's own memory keeps its last good version
+
     def same(name: str, mem_id: str) -> None:
         """A known file unchanged since realmem last read or wrote it."""
         seen_ids[mem_id] = name
@@ -341,7 +391,7 @@ def _scan_store(app: Realmem, store: str,
                     logger.warning("fact file re-identified", store=store, file=name)
                 now = now_iso()
                 text = files.render(id=parsed_id, caption=parsed.caption,
-                                    paths=parsed.paths or [memories.default_path(store)],
+                                    paths=parsed.paths or [default_path(store)],
                                     created=parsed.created or now, updated=parsed.updated or now,
                                     content=parsed.content, previous=text)
                 parsed = files.parse(text)
@@ -352,12 +402,21 @@ def _scan_store(app: Realmem, store: str,
                 seen_ids[mem_id] = name
             return
         assert parsed.id is not None
+        displaced = False
         if parsed.id in seen_ids:
-            problem(name, "duplicate-id", f"{name} repeats the id of {seen_ids[parsed.id]}; ignored", 2, _digest(text))
-            if mem_id is not None:
-                seen_ids.setdefault(mem_id, name)  # the file's own memory keeps its last good version
-            return
+            # One id in two files (a stale write, two homes on one checkout): the newer version
+            # (a later ``updated``) keeps it, whichever home scans, and the other is reported.  A
+            # tie (a plain copy, hand-written twins) keeps the file that took the id first.
+            holder = seen_ids[parsed.id]
+            if not _later(parsed.updated, claim(parsed.id, holder)[0]):
+                problem(name, "duplicate-id", f"{name} repeats the id of {holder}; ignored", 2, _digest(text))
+                if mem_id is not None:
+                    seen_ids.setdefault(mem_id, name)  # the file's own memory keeps its last good version
+                return
+            displace(holder, parsed.id, name)
+            displaced = True
         seen_ids[parsed.id] = name
+        read_files[name] = (parsed.updated, text)
         fine.add(name)
         current = known.get(parsed.id)
         if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
@@ -368,13 +427,13 @@ def _scan_store(app: Realmem, store: str,
             new_stats[name] = stamp
             return
         now = "" if parsed.created and parsed.updated else now_iso()  # the clock only for a file missing either
-        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
+        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [default_path(store)],
                            parsed.created or now, parsed.updated or now, name, text)
         quarantine = reads.scan(parsed.caption, parsed.content)
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
             new_stats[name] = stamp
-            if current is None or current == name:  # no other file of it for emit to remove
+            if current is None or current == name or displaced:  # no other file of it for emit to remove
                 on_disk.add(ev.Key(store, parsed.id))
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
@@ -439,6 +498,12 @@ def _scan_store(app: Realmem, store: str,
             events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
     events.extend(notices)
     return events, new_stats, on_disk
+
+
+def _later(updated: str | None, than: str | None) -> bool:
+    """Whether a fact file's ``updated`` time is strictly later (realmem writes one fixed ISO
+    form, so the strings compare as times; a file without one is never later)."""
+    return updated is not None and (than is None or updated > than)
 
 
 def _unchanged_files(d: Path, names: list[str], stats: dict[str, tuple[int, int]]) -> set[str]:

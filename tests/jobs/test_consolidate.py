@@ -664,3 +664,24 @@ def test_rpc_consolidate_and_cancel(home: Path, repo: Path, semif: FakeSystemOne
         assert kinds.count("memory_forgotten") == 1  # the cancelled run wrote nothing
     for app_ in server.apps.values():
         app_.close()
+
+
+def test_a_memory_whose_file_a_pull_renamed_during_the_run_is_left_alone(app: Realmem, semif: FakeSystemOne) -> None:
+    gone = add(app, "Temporary note", "WIP today.")
+    d = app.store_dir(gone.store)
+    script(semif, {gone.caption: {"forget": {"noul": 0.99}}})
+    renamed = "temporary-note-about-the-release.md"
+
+    def progress(done: int, total: int, message: str) -> None:
+        if done == total:  # after planning, before applying: a pull renames the fact's file and caption
+            text = (d / gone.file).read_text(encoding="utf-8")
+            (d / renamed).write_text(text.replace("caption: Temporary note\n",
+                                                  "caption: Temporary note about the release\n"), encoding="utf-8")
+            (d / gone.file).unlink()
+
+    report = consolidate(app, revise_paths=False, progress=progress)
+    assert ("skipped", short(gone)) in {(c.kind, c.id) for c in report.changes}
+    assert (d / renamed).exists()  # the renamed fact is neither deleted nor left to come back as new
+    m = app.memory(key(gone))
+    assert m is not None and (m.file, m.caption) == (renamed, "Temporary note about the release")
+    assert replay.check(app).differences == []

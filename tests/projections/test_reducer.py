@@ -107,7 +107,20 @@ def test_observed_change_and_delete() -> None:
     assert st.memories[K] == memory(source="observed", quarantined="injection", seq=7)
     st.problems[(S, "tests-run-with-pytest.md")] = Problem(S, "tests-run-with-pytest.md", "malformed", "m", None, "d")
     gone = folded(st, ev.FileObserved(S, ID, "deleted"))
-    assert (gone.memories, gone.counters, gone.problems) == ({}, {}, {})
+    assert (gone.memories, gone.counters, gone.problems) == ({}, {K: Counter()}, {})
+
+
+def test_a_deleted_file_leaves_an_absent_memory_whose_counts_come_back_with_it() -> None:
+    st = with_memory(used_count=3, path_inject_count=2)
+    st.urgency[K] = Urgency("v", 0.9, {"2": 0.9}, 0.8, "remember")
+    st.missing[K] = {"tests": None}
+    gone = folded(st, ev.FileObserved(S, ID, "deleted"))
+    assert (gone.memories, gone.missing) == ({}, {})
+    assert gone.counters == {K: Counter(3, 2)} and gone.urgency == {K: st.urgency[K]}
+    assert folded(gone, ev.Reinforced(S, ID)).counters == {K: Counter(3, 2)}  # absent: nothing counts
+    back = folded(gone, ev.FileObserved(S, ID, "added", fields()), seq=9)
+    assert back.memories[K] == memory(source="observed", seq=9)
+    assert back.counters == {K: Counter(3, 2)} and back.urgency == {K: st.urgency[K]}
 
 
 def test_file_problem_recorded_then_resolved() -> None:

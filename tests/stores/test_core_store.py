@@ -389,7 +389,7 @@ def test_deleted_file_removes_the_memory(home: Path, repo: Path) -> None:
     file_of_m.unlink()
     with open_app(home, repo) as app:
         assert app.memory((m.store, m.id)) is None
-        assert app.counters((m.store, m.id)) == (0, 0)
+        assert app.counters((m.store, m.id)) == (1, 0)  # absent, not forgotten: kept for its file's return
         assert [e.event.change for e in events_of(app, ev.FileObserved)] == ["deleted"]
         assert [i.memory.id for i in recall(app, queries=["ruff"]).items] == [keep.id]
         assert_clean(app)
