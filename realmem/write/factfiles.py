@@ -113,6 +113,19 @@ def quarantine_reason(caption: str, content: str, paths: Sequence[str] = ()) -> 
     return None if in_paths.ok else "refused: a path " + in_paths.reason().removeprefix("refused: ")
 
 
+def masked(caption: str, content: str, paths: list[str], text: str) -> tuple[str, str, list[str], str]:
+    """A quarantined fact with every secret masked as a refused candidate's is (caption and
+    content together, then the paths), and its file text with each of them masked wherever it
+    occurs: what the log, the tables and the file then hold (nothing stores the secret)."""
+    # lazily, as in quarantine_reason; only a quarantined fact gets here
+    from realmem.gate.safety import mask_found, mask_memory, scan_memory, scan_paths
+
+    result, _, _ = scan_memory(caption, content)
+    in_paths = scan_paths(paths)
+    m_caption, m_content = mask_memory(caption, content, result)
+    return m_caption, m_content, [mask_found(p, in_paths) for p in paths], mask_found(text, result, in_paths)
+
+
 # What the helper found for one file: its (inode, mtime, size) and text, and, when the text
 # parses, the parsed fact and the safety scan's verdict.  None: the scan reads it itself (and
 # reports what is wrong with it).

@@ -363,9 +363,16 @@ def _scan_store(app: Realmem, store: str,
             new_stats[name] = stamp
             return
         now = "" if parsed.created and parsed.updated else now_iso()  # the clock only for a file missing either
-        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)],
-                           parsed.created or now, parsed.updated or now, name, text)
+        caption, content, fact_paths = parsed.caption, parsed.content, parsed.paths or [memories.default_path(store)]
         quarantine = reads.scan(parsed.caption, parsed.content, parsed.paths)
+        if quarantine is not None:  # a committed secret: masked before the log or a table holds it
+            caption, content, fact_paths, safe = factfiles.masked(caption, content, fact_paths, text)
+            if safe != text:  # the file is rewritten as the log holds it (git shows the secret go)
+                text, parsed_from_disk = safe, False
+                if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
+                    new_stats[name] = stamp  # masked the same way before: nothing new to record
+                    return
+        fields = ev.Fields(caption, content, fact_paths, parsed.created or now, parsed.updated or now, name, text)
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
             new_stats[name] = stamp
