@@ -166,8 +166,8 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     for raw in paths or []:
         try:
             abs_paths.append(_normalize(app, raw))
-        except Exception as exc:
-            raise RealmemError(f"bad path {raw!r}: {exc}") from None
+        except Exception as exc:  # the error reaches the agent and the logs: never with a secret in it
+            raise RealmemError(f"bad path {safety.mask_secrets(raw)!r}: {exc}") from None
     cand = Candidate(caption, content, scope, list(dict.fromkeys(abs_paths)), bool(user_requested), source,
                      candidate_id or ids.new_id(), str(app.cwd))
     trace = GateTrace(candidate=CandidateTrace(cand.candidate_id, caption, content, scope, cand.abs_paths,
@@ -175,15 +175,20 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
                       dry_run=dry_run, thresholds=thresholds_trace(app))
     warnings: list[str] = []
 
-    # 1. Safety scan.
+    # 1. Safety scan: the text, then the paths (committed with it, shown in path notes).
     result, s_caption, s_content = safety.scan_memory(caption, content, redact=bool(app.config["safety.redact"]))
-    trace.safety = SafetyTrace(result.ok, result.reason(), [Finding(f.category, f.kind) for f in result.findings])
+    in_paths = safety.scan_paths([raw.strip() for raw in paths or []])
+    reason = result.reason()
+    if result.ok and not in_paths.ok:  # a path is never redacted: refused whatever safety.redact says
+        result, reason = in_paths, "refused: a path " + in_paths.reason().removeprefix("refused: ")
+    trace.safety = SafetyTrace(result.ok, reason, [Finding(f.category, f.kind) for f in result.findings])
     if not result.ok:
-        reason = result.reason()
         text = "Refused: " + reason.removeprefix("refused: ") + "."
         # Never store a secret: the trace keeps the candidate with secrets masked.
-        r_caption, r_content = safety.mask_memory(caption, content, result)
+        r_caption, r_content = safety.mask_memory(caption, content, result) if result is not in_paths \
+            else (caption, content)
         trace.candidate.caption, trace.candidate.content = r_caption, r_content
+        trace.candidate.paths = [safety.mask_found(p, in_paths) for p in cand.abs_paths]
         trace.decision = DecisionTrace(Action.REFUSE, "safety", reason=reason)
         if not dry_run:
             events: list[ev.Event] = [ev.Decided(cand.candidate_id, _project_key(app), Action.REFUSE, "safety", None,

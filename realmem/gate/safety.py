@@ -23,7 +23,7 @@ import tomllib
 import unicodedata
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -32,7 +32,8 @@ import attrs
 SECRET = "secret"
 INJECTION = "injection"
 
-__all__ = ["INJECTION", "SECRET", "Finding", "ScanResult", "mask_memory", "mask_secrets", "scan", "scan_memory"]
+__all__ = ["INJECTION", "SECRET", "Finding", "ScanResult", "mask_found", "mask_memory", "mask_secrets", "scan",
+           "scan_memory", "scan_paths"]
 
 
 @attrs.frozen
@@ -1201,6 +1202,24 @@ def mask_memory(caption: str, content: str, result: ScanResult) -> tuple[str, st
     was found (a refused candidate is recorded this way, so its secret is never stored)."""
     secrets = [f for f in result.findings if f.category == SECRET]
     return _redact(caption, secrets), _redact(content, secrets, offset=len(caption) + 1)
+
+
+def scan_paths(paths: Sequence[str]) -> ScanResult:
+    """Scan a memory's paths: the same rules as its text, one path a line (so no rule reads
+    across two of them).  Never redacted: a path with a marker in it names nothing."""
+    return scan("\n".join(paths)) if paths else ScanResult(ok=True, findings=(), text="")
+
+
+def mask_found(text: str, *results: ScanResult) -> str:
+    """``text`` with every secret the ``results`` found (in the texts they scanned) masked
+    wherever it occurs, and any secret of its own: for a copy of a scanned text in another
+    form (a path made absolute, the fact file a caption and content came from)."""
+    for r in results:
+        for f in sorted((f for f in r.findings if f.category == SECRET), key=lambda f: f.start - f.end):
+            secret = r.text[f.start:f.end]  # the longest first: one that holds another goes whole
+            if secret:
+                text = text.replace(secret, f"[REDACTED:{f.kind}]")
+    return mask_secrets(text)
 
 
 def mask_secrets(text: str) -> str:

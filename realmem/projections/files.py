@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from realmem.stores import ids
+from realmem.stores.paths import control_character
 from realmem.errors import UsageError
 from realmem.storage.fsutil import atomic_write_text, read_regular, remove_file
 
@@ -241,6 +242,10 @@ def parse_yaml(front: str, body: str, first: int) -> Parsed:
         paths = [paths]
     elif not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
         raise FactFileError("paths must be a list of path strings", line_of("paths"))
+    for p in paths:  # as an agent's path is: one could end the line a path note shows it on
+        if (bad := control_character(p.strip())) is not None:
+            raise FactFileError(f"a path holds a control character ({bad}); paths are one line of printable text",
+                                line_of("paths"))
     return Parsed(
         id=mem_id,
         caption=" ".join(caption.split()),

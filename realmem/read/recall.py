@@ -92,7 +92,9 @@ def _abs_focus(app: Realmem, raw: Sequence[str]) -> list[str]:
         try:
             out.append(paths.normalize_input(p, cwd=app.cwd, home=memories.user_home()))
         except paths.PathError as exc:
-            raise RealmemError(f"bad path {p!r}: {exc}") from None
+            from realmem.gate.safety import mask_secrets  # lazily: 70 ms of regexes, for an error only
+
+            raise RealmemError(f"bad path {mask_secrets(p)!r}: {exc}") from None
     return out
 
 

@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import shlex
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,6 +32,7 @@ __all__ = [
     "PathError",
     "PathIndex",
     "check_input",
+    "control_character",
     "convert_paths",
     "exists",
     "in_project",
@@ -228,17 +230,30 @@ def _covering_regex(abs_pattern: str) -> re.Pattern[str]:
 # --- input and frames ------------------------------------------------------------------
 
 
+def control_character(text: str) -> str | None:
+    """The first control character of ``text`` (C0, DEL, C1, or a line or paragraph separator)
+    as ``U+XXXX``, or None.  A path holding one could end the line it is shown on and forge
+    what follows it in the agent's context; no real path needs one."""
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            return f"U+{ord(ch):04X}"
+    return None
+
+
 def normalize_input(raw: str, *, cwd: Path, home: Path) -> str:
     """Turn an agent-supplied path (relative to cwd, ~/..., or absolute) into an absolute pattern.
 
     Surrounding whitespace is dropped (agents add it by accident); '.' and '..' collapse
-    lexically and glob characters are kept as they are.
+    lexically and glob characters are kept as they are.  A control character (a newline, an
+    escape) anywhere else is refused.
     """
     text = raw.strip()
     if not text:
         raise PathError("empty path")
     if "\x00" in text:
-        raise PathError(f"path contains a NUL byte: {raw!r}")
+        raise PathError("path contains a NUL byte")
+    if (bad := control_character(text)) is not None:
+        raise PathError(f"path contains a control character ({bad}); paths are one line of printable text")
     if text == "~" or text.startswith("~/"):
         combined = _base(home, "home") + text[1:]
     elif text.startswith("~"):

@@ -101,12 +101,29 @@ def read(d: str | Path, name: str, root: Path, known: tuple[int, int] | None,
     return st, text
 
 
-def quarantine_reason(caption: str, content: str) -> str | None:
-    """Why the safety scan quarantines this fact, or None."""
-    from realmem.gate.safety import scan_memory  # lazily: its rules are costly to load, most scans read no file
+def quarantine_reason(caption: str, content: str, paths: Sequence[str] = ()) -> str | None:
+    """Why the safety scan quarantines this fact (its text, then its paths, as a candidate's), or None."""
+    # lazily: the scanner's rules are costly to load, and most scans read no file
+    from realmem.gate.safety import scan_memory, scan_paths
 
     result, _, _ = scan_memory(caption, content)
-    return None if result.ok else result.reason()
+    if not result.ok:
+        return result.reason()
+    in_paths = scan_paths(paths)
+    return None if in_paths.ok else "refused: a path " + in_paths.reason().removeprefix("refused: ")
+
+
+def masked(caption: str, content: str, paths: list[str], text: str) -> tuple[str, str, list[str], str]:
+    """A quarantined fact with every secret masked as a refused candidate's is (caption and
+    content together, then the paths), and its file text with each of them masked wherever it
+    occurs: what the log, the tables and the file then hold (nothing stores the secret)."""
+    # lazily, as in quarantine_reason; only a quarantined fact gets here
+    from realmem.gate.safety import mask_found, mask_memory, scan_memory, scan_paths
+
+    result, _, _ = scan_memory(caption, content)
+    in_paths = scan_paths(paths)
+    m_caption, m_content = mask_memory(caption, content, result)
+    return m_caption, m_content, [mask_found(p, in_paths) for p in paths], mask_found(text, result, in_paths)
 
 
 # What the helper found for one file: its (inode, mtime, size) and text, and, when the text
@@ -125,7 +142,8 @@ def _find(d: Path, root: Path, name: str) -> Found:
         parsed = files.parse(text)
     except files.FactFileError:
         return st.st_ino, st.st_mtime_ns, st.st_size, text, None, None
-    return st.st_ino, st.st_mtime_ns, st.st_size, text, parsed, quarantine_reason(parsed.caption, parsed.content)
+    quarantine = quarantine_reason(parsed.caption, parsed.content, parsed.paths)
+    return st.st_ino, st.st_mtime_ns, st.st_size, text, parsed, quarantine
 
 
 class Helper:

@@ -283,7 +283,7 @@ class _Reads:
     def __init__(self) -> None:
         self.texts: factfiles.Texts = {}
         self.parsed: dict[str, files.Parsed | files.FactFileError] = {}
-        self.quarantine: dict[tuple[str, str], str | None] = {}
+        self.quarantine: dict[tuple[str, str, tuple[str, ...]], str | None] = {}
 
     def parse(self, text: str) -> files.Parsed:
         got = self.parsed.get(text)
@@ -297,11 +297,11 @@ class _Reads:
             raise got
         return got
 
-    def scan(self, caption: str, content: str) -> str | None:
+    def scan(self, caption: str, content: str, paths: list[str]) -> str | None:
         """Why the fact is quarantined (the safety scan's reason), or None."""
-        key = (caption, content)
+        key = (caption, content, tuple(paths))
         if key not in self.quarantine:
-            self.quarantine[key] = factfiles.quarantine_reason(caption, content)
+            self.quarantine[key] = factfiles.quarantine_reason(caption, content, paths)
         return self.quarantine[key]
 
     def take(self, name: str, found: factfiles.Found) -> None:
@@ -312,7 +312,7 @@ class _Reads:
         self.texts[(name, ino, mtime_ns, size)] = text
         if parsed is not None:
             self.parsed[text] = parsed
-            self.quarantine[(parsed.caption, parsed.content)] = quarantine
+            self.quarantine[(parsed.caption, parsed.content, tuple(parsed.paths))] = quarantine
 
 
 def _scan_store(app: Realmem, store: str,
@@ -427,9 +427,16 @@ def _scan_store(app: Realmem, store: str,
             new_stats[name] = stamp
             return
         now = "" if parsed.created and parsed.updated else now_iso()  # the clock only for a file missing either
-        fields = ev.Fields(parsed.caption, parsed.content, parsed.paths or [default_path(store)],
-                           parsed.created or now, parsed.updated or now, name, text)
-        quarantine = reads.scan(parsed.caption, parsed.content)
+        caption, content, fact_paths = parsed.caption, parsed.content, parsed.paths or [default_path(store)]
+        quarantine = reads.scan(parsed.caption, parsed.content, parsed.paths)
+        if quarantine is not None:  # a committed secret: masked before the log or a table holds it
+            caption, content, fact_paths, safe = factfiles.masked(caption, content, fact_paths, text)
+            if safe != text:  # the file is rewritten as the log holds it (git shows the secret go)
+                text, parsed_from_disk = safe, False
+                if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
+                    new_stats[name] = stamp  # masked the same way before: nothing new to record
+                    return
+        fields = ev.Fields(caption, content, fact_paths, parsed.created or now, parsed.updated or now, name, text)
         events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
             new_stats[name] = stamp

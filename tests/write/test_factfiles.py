@@ -83,7 +83,7 @@ def test_the_helper_finds_what_the_scan_would_and_leaves_the_rest_to_it(tmp_path
             assert parsed is None and quarantine is None
             continue
         assert parsed == files.parse(text)
-        assert quarantine == factfiles.quarantine_reason(parsed.caption, parsed.content)
+        assert quarantine == factfiles.quarantine_reason(parsed.caption, parsed.content, parsed.paths)
         assert (quarantine is not None) == (kind in ("leaked", "injection"))
 
 
