@@ -17,6 +17,12 @@ When the file was changed since (other keys, hooks or servers), those edits are 
 file is rewritten as JSON with a 2-space indent.  Without a record (another home, an install
 by an older realmem) a file that only realmem's entries filled is deleted, no directory.
 
+A file that is a symlink (or sits in a symlinked directory) is read and written at its target
+when the target stays inside the project (``--user``: the home directory): the link stays a
+link, so restoring the target's bytes restores everything.  A link that leaves it is refused
+before anything is written: a committed ``.claude/settings.json`` linked to a file elsewhere
+would otherwise have realmem rewrite that file, or replace the link with a copy of it.
+
 The CLI imports it at start, so it imports nothing the CLI does not load anyway.
 """
 
@@ -253,6 +259,21 @@ def _missing_dirs(path: Path) -> list[Path]:
     return out
 
 
+def target(path: Path, bound: Path, where: str) -> Path:
+    """The file to read and write for ``path``: itself, or where its symlinks lead if that is
+    inside ``bound`` (else InstallError: realmem never writes through a link out of it)."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError on Python 3.11)
+        raise InstallError(f"cannot resolve {path} ({exc}); nothing was changed") from None
+    if real == path:
+        return path
+    if not real.is_relative_to(bound.resolve()):
+        raise InstallError(f"{path} is a symlink to {real}, outside {where}; realmem does not write through it "
+                           "(replace the link with a file to install there); nothing was changed")
+    return real
+
+
 def plan_install(path: Path, edit, manifest: dict[str, Any]) -> Change:  # type: ignore[no-untyped-def]
     before, doc = _read(path)
     new = edit(doc)
@@ -298,7 +319,8 @@ def claude_paths(scope: str, project_root: Path, user_home: Path) -> tuple[Path,
 
 def plan_claude_code(scope: str, project_root: Path, user_home: Path, home: str | None, *,
                      uninstall: bool, manifest: dict[str, Any] | None = None) -> list[Change]:
-    settings, mcp_file = (p.absolute() for p in claude_paths(scope, project_root, user_home))
+    bound, where = (user_home, "your home directory") if scope == "user" else (project_root, "the project")
+    settings, mcp_file = (target(p.absolute(), bound, where) for p in claude_paths(scope, project_root, user_home))
     manifest = manifest or {}
     if uninstall:
         return [plan_uninstall(settings, remove_hooks, manifest), plan_uninstall(mcp_file, remove_server, manifest)]

@@ -222,11 +222,11 @@ def import_files(app: Realmem, files: Sequence[str], *, force: bool = False,
     """`realmem import` without Pi: the chat model splits the files, each fact goes through the
     gate.  ``failed``: files were read but no fact was stored, so nothing is marked imported."""
     rep = importer.import_headless(app, list(files), progress=progress, force=force)
-    lines: list[str] = []
+    lines: list[str] = [r + "." for r in rep["refused"]]
     if rep["skipped"]:
         lines.append(importer.already_text([Path(f) for f in rep["skipped"]], "realmem import"))
         if not rep["outcomes"]:
-            return {"text": lines[0], "details": rep, "failed": False}
+            return {"text": "\n".join(lines), "details": rep, "failed": False}
     lines += rep["outcomes"]
     if rep["files"]:
         lines.append(f"Imported {', '.join(Path(f).name for f in rep['files'])}: {count(rep['stored'], 'fact')} "

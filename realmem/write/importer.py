@@ -3,11 +3,16 @@
 ``begin`` records which files are being imported and returns the instruction for the agent;
 ``finish`` marks them imported only if facts were actually stored since (so a failed or
 refused import never hides a context file from the prompt).
+
+A context file goes to the chat model whole, so one whose real path leaves the project (or,
+for the global one, the user's Pi directory) is not read: a committed ``AGENTS.md`` linked to
+``~/.ssh/id_ed25519`` would send the key.  ``screen`` decides it, for both import paths.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,49 @@ KEPT_ACTIONS = (ev.Action.ADD, ev.Action.EDIT, ev.Action.MERGE, ev.Action.REINFO
 
 CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
 STORED = (ev.MemoryAdded, ev.MemoryEdited, ev.Reinforced)
+
+
+def pi_dir() -> Path:
+    """The user's Pi directory, where Pi keeps the global AGENTS.md."""
+    return Path.home() / ".pi" / "agent"
+
+
+def refusal(app: Realmem, path: Path) -> str | None:
+    """Why the context file ``path`` (as named: its links not resolved) is not read, or None.
+    Named inside the project (no project: the cwd) or the Pi directory, its real path must stay
+    there; named elsewhere, it must not be a link leading out of both."""
+    named = Path(os.path.abspath(path))
+    try:
+        real = named.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError on Python 3.11)
+        return f"{named} cannot be resolved ({exc})"
+    bounds = [(app.project.root if app.project else app.cwd, "the project"), (pi_dir(), "your Pi directory")]
+    within = [(b.resolve(), label) for b, label in bounds if named.is_relative_to(b) or named.is_relative_to(b.resolve())]
+    if within:
+        bound, label = within[0]
+        if real.is_relative_to(bound):
+            return None
+        return f"{named.name} is not read: it is a symlink to {real}, outside {label}"
+    if real == named or any(real.is_relative_to(b.resolve()) for b, _ in bounds):
+        return None
+    return f"{named.name} is not read: it is a symlink to {real}, outside the project"
+
+
+def screen(app: Realmem, paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """(the files that may be read, why each other one is not)."""
+    kept, refused = [], []
+    for p in paths:
+        why = refusal(app, p)
+        if why is None:
+            kept.append(p)
+        else:
+            refused.append(why)
+    return kept, refused
+
+
+def named_files(app: Realmem, files: list[str]) -> list[Path]:
+    """The files the user named, absolute but with their links kept (``screen`` judges them)."""
+    return [Path(os.path.abspath(app.cwd / f)) for f in files]
 
 
 def candidates(app: Realmem) -> list[Path]:
@@ -80,12 +128,17 @@ def _file_dir(app: Realmem, path: Path) -> str | None:
 
 
 def begin(app: Realmem, files: list[str], force: bool = False) -> dict[str, Any]:
-    paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
+    paths = named_files(app, files) if files else candidates(app)
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise RealmemError(f"not a file: {', '.join(missing)}")
+    paths, refused = screen(app, paths)
+    if refused and files:  # the user named it: refuse the command, read nothing
+        raise RealmemError("; ".join(refused))
     if not paths:
-        return {"prompt": None, "files": [], "text": "No AGENTS.md or CLAUDE.md here to import."}
+        text = "; ".join(refused) + "." if refused else "No AGENTS.md or CLAUDE.md here to import."
+        return {"prompt": None, "files": [], "refused": refused, "text": text}
+    paths = [p.resolve() for p in paths] if files else paths
     skipped = [] if force else unchanged(app, paths)
     if skipped == paths:
         return {"prompt": None, "files": [], "skipped": [str(p) for p in skipped],
@@ -98,8 +151,10 @@ def begin(app: Realmem, files: list[str], force: bool = False) -> dict[str, Any]
     text = f"Importing {', '.join(p.name for p in paths)}: the agent is splitting them into facts."
     if skipped:
         text += f" Skipped {', '.join(p.name for p in skipped)}: already imported and unchanged."
+    if refused:
+        text += " " + "; ".join(refused) + "."
     return {"prompt": _instruction(app, paths[0], 1, len(paths)), "files": [str(p) for p in paths],
-            "skipped": [str(p) for p in skipped], "text": text}
+            "skipped": [str(p) for p in skipped], "refused": refused, "text": text}
 
 
 def _in_progress(app: Realmem) -> tuple[int, list[str], int] | None:
@@ -177,14 +232,19 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
     bridge while a session runs) splits each file; every fact goes through the remember gate.
     Files already imported and unchanged are skipped unless ``force``."""
 
-    paths = [(app.cwd / f).resolve() for f in files] if files else candidates(app)
+    paths = named_files(app, files) if files else candidates(app)
     if not paths:
         raise RealmemError("no AGENTS.md or CLAUDE.md here to import")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise RealmemError(f"not a file: {', '.join(missing)}")
+    paths, refused = screen(app, paths)
+    if refused and (files or not paths):
+        raise RealmemError("; ".join(refused))
+    paths = [p.resolve() for p in paths] if files else paths
     skipped = [] if force else unchanged(app, paths)
-    report: dict[str, Any] = {"files": [], "stored": 0, "outcomes": [], "skipped": [str(p) for p in skipped]}
+    report: dict[str, Any] = {"files": [], "stored": 0, "outcomes": [], "skipped": [str(p) for p in skipped],
+                              "refused": refused}
     paths = [p for p in paths if p not in skipped]
     if not paths:
         return report

@@ -272,3 +272,69 @@ def test_the_entry_starts_realmem_as_it_was_installed() -> None:
     # Where pip recorded no source (an index install), the Python itself is the best there is.
     assert install.installed_from() is None  # this checkout is an editable install: no source to give uvx
     assert install.launcher(cached) == [cached, "-m", "realmem"]
+
+
+# --- symlinks: a link out of the project is never written through; one inside it is followed ---
+
+@pytest.mark.parametrize("linked", [".claude/settings.json", ".mcp.json", ".claude"])
+def test_a_link_out_of_the_project_is_refused_untouched(repo: Path, home: Path, tmp_path: Path, linked: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "settings.json").write_text('{"model": "elsewhere"}\n', encoding="utf-8")
+    link = repo / linked
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside if linked == ".claude" else outside / "settings.json")  # git commits it as a link
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    r = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--cwd", str(repo), "install", "claude-code",
+                        "--yes"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == "", r.stdout
+    assert "is a symlink to" in r.stderr and "outside the project" in r.stderr and "nothing was changed" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+    assert link.is_symlink()
+    assert not (home / install.MANIFEST).exists()
+    assert not (repo / ".mcp.json").exists() or (repo / ".mcp.json").is_symlink()
+
+
+def test_a_link_inside_the_project_is_written_at_its_target_and_restored(repo: Path, home: Path) -> None:
+    write(repo / "config" / "claude.json", OTHER_SETTINGS)
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.symlink_to(Path("..") / "config" / "claude.json")
+    (repo / ".mcp.json").symlink_to("config/mcp.json")  # dangling: install creates its target
+    before = (repo / "config" / "claude.json").read_bytes()
+
+    r = invoke("claude-code", "--yes", cwd=repo)
+    assert r.exit_code == 0, r.output
+    assert settings.is_symlink() and os.readlink(settings) == str(Path("..") / "config" / "claude.json")
+    assert os.readlink(repo / ".mcp.json") == "config/mcp.json"
+    assert {e for e, _ in ours(load(repo / "config" / "claude.json"))} == {"SessionStart", "PostToolUse"}
+    assert load(repo / "config" / "mcp.json")["mcpServers"]["realmem"] == install.server_entry(str(home))
+
+    r = invoke("claude-code", "--uninstall", "--yes", cwd=repo)
+    assert r.exit_code == 0, r.output
+    assert (repo / "config" / "claude.json").read_bytes() == before  # byte for byte, the link included
+    assert os.readlink(settings) == str(Path("..") / "config" / "claude.json")
+    assert (repo / ".mcp.json").is_symlink() and not (repo / "config" / "mcp.json").exists()
+    assert sorted(p.name for p in (repo / "config").iterdir()) == ["claude.json"]
+
+
+def test_user_scope_follows_a_link_within_the_home_and_refuses_one_out_of_it(repo: Path, home: Path,
+                                                                            user_home: Path, tmp_path: Path) -> None:
+    dotfiles = user_home / "dotfiles"
+    write(dotfiles / "claude.json", OTHER_CLAUDE_JSON)
+    (user_home / ".claude.json").symlink_to(dotfiles / "claude.json")
+    r = invoke("claude-code", "--user", "--yes", cwd=repo)
+    assert r.exit_code == 0, r.output
+    assert (user_home / ".claude.json").is_symlink() and "realmem" in load(dotfiles / "claude.json")["mcpServers"]
+    r = invoke("claude-code", "--user", "--uninstall", "--yes", cwd=repo)
+    assert r.exit_code == 0, r.output
+    assert load(dotfiles / "claude.json") == OTHER_CLAUDE_JSON and (user_home / ".claude.json").is_symlink()
+
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("{}\n", encoding="utf-8")
+    (user_home / ".claude").mkdir(exist_ok=True)
+    (user_home / ".claude" / "settings.json").symlink_to(elsewhere)
+    r = invoke("claude-code", "--user", "--yes", cwd=repo)
+    assert r.exit_code == 1 and "outside your home directory" in r.output
+    assert elsewhere.read_text(encoding="utf-8") == "{}\n"

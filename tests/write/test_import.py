@@ -379,3 +379,77 @@ def test_cli_import_with_the_unscripted_fake_chat(home: Path, files: Path, monke
         assert sorted(m.content for m in a.memories()) == ["Migrations live in db/migrations.",
                                                            "Run `make test` before pushing."]
         assert imported_paths(a) == [str(files / "AGENTS.md")]
+
+
+# --- a context file linked out of the project is never read ------------------------------------------
+
+def fake_private_key() -> str:
+    import secrets  # built at test time: no realistic key is ever committed
+    kind = "OPENSSH " + "PRIVATE KEY"
+    return f"-----BEGIN {kind}-----\n{secrets.token_urlsafe(48)}\n-----END {kind}-----\n"
+
+
+@pytest.fixture
+def linked_key(files: Path, tmp_path: Path) -> str:
+    """AGENTS.md committed as a symlink to a private key outside the project."""
+    key = fake_private_key()
+    (tmp_path / "ssh").mkdir()
+    (tmp_path / "ssh" / "id_ed25519").write_text(key, encoding="utf-8")
+    (files / "AGENTS.md").unlink()
+    (files / "AGENTS.md").symlink_to(tmp_path / "ssh" / "id_ed25519")
+    return key
+
+
+def test_begin_does_not_read_a_context_file_linked_out_of_the_project(home: Path, files: Path, linked_key: str) -> None:
+    with open_app(home, files, "s1") as a:
+        res = importer.begin(a, [])
+        assert res["files"] == [str(files / "CLAUDE.md")]
+        assert linked_key.splitlines()[1] not in res["prompt"]
+        assert "AGENTS.md is not read: it is a symlink to" in res["text"] and "outside the project" in res["text"]
+        with pytest.raises(RealmemError, match=r"^AGENTS.md is not read: it is a symlink to .*outside the project$"):
+            importer.begin(a, ["AGENTS.md"])
+        (files / "CLAUDE.md").unlink()
+        only = importer.begin(a, [])
+        assert only["prompt"] is None and "outside the project" in only["text"]
+
+
+def test_a_link_that_stays_in_the_project_is_read(home: Path, files: Path) -> None:
+    (files / "docs").mkdir()
+    (files / "docs" / "agents.md").write_text(AGENTS, encoding="utf-8")
+    (files / "AGENTS.md").unlink()
+    (files / "AGENTS.md").symlink_to("docs/agents.md")
+    with open_app(home, files, "s1") as a:
+        res = importer.begin(a, [])
+    assert res["files"] == [str(files / "AGENTS.md"), str(files / "CLAUDE.md")] and AGENTS in res["prompt"]
+
+
+def test_the_global_context_file_may_not_leave_the_pi_directory(home: Path, files: Path, user_home: Path,
+                                                                tmp_path: Path) -> None:
+    pi = user_home / ".pi" / "agent"
+    pi.mkdir(parents=True, exist_ok=True)
+    (pi / "AGENTS.md").write_text(CLAUDE, encoding="utf-8")
+    secret = tmp_path / "secret.txt"
+    secret.write_text(fake_private_key(), encoding="utf-8")
+    (pi / "LINKED.md").symlink_to(secret)
+    with open_app(home, files, "s1") as a:
+        assert importer.begin(a, [str(pi / "AGENTS.md")])["files"] == [str(pi / "AGENTS.md")]
+        with pytest.raises(RealmemError, match="outside your Pi directory"):
+            importer.begin(a, [str(pi / "LINKED.md")])
+
+
+def test_import_headless_never_sends_a_linked_key_to_the_chat_model(home: Path, files: Path, linked_key: str,
+                                                                    servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    chat.script([facts_json({"caption": "The user prefers short answers", "content": "Keep answers short.",
+                             "scope": "personal"})])
+    env = {**os.environ, "REALMEM_HOME": str(home)}
+    res = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files),
+                          "import"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "AGENTS.md is not read: it is a symlink to" in res.stdout and "Imported CLAUDE.md" in res.stdout
+    sent = json.dumps([r.body for r in chat.requests])
+    assert linked_key.splitlines()[1] not in sent and "CLAUDE.md" in sent
+    res = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files),
+                          "import", "AGENTS.md"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 1 and "outside the project" in res.stderr and "Traceback" not in res.stderr
+    assert linked_key.splitlines()[1] not in json.dumps([r.body for r in chat.requests])
