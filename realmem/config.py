@@ -266,13 +266,20 @@ class Config:
         """The value, checked on its own and, for an ORDERED pair, against its partner (set by
         config.json or the environment, an inverted pair is refused where it is used)."""
         value = self._get(key)
+        inverted = self._inverted(key, value)
+        if inverted:
+            low, lo, high, hi = inverted
+            raise ConfigError(f"{low} ({lo:g}) is above {high} ({hi:g}); fix it {set_in(low)}")
+        return value
+
+    def _inverted(self, key: str, value: Any) -> tuple[str, Any, str, Any] | None:
+        """(low key, its value, high key, its value) when ``value`` for ``key`` inverts a pair."""
         for low, high in ORDERED:
             if key in (low, high):
                 lo, hi = (value, self._get(high)) if key == low else (self._get(low), value)
                 if lo > hi:
-                    raise ConfigError(f"{low} ({lo:g}) is above {high} ({hi:g}); "
-                                      f"fix it {set_in(low)}")
-        return value
+                    return low, lo, high, hi
+        return None
 
     def __getitem__(self, key: str) -> Any:
         return self.get(key)
@@ -307,12 +314,11 @@ class Config:
         if key not in DEFAULTS:
             raise ConfigError(f"unknown setting {key!r}")
         value = check(key, value)
-        for low, high in ORDERED:
-            if key in (low, high):
-                lo, hi = (value, self._get(high)) if key == low else (self._get(low), value)
-                if lo > hi:
-                    raise ConfigError(f"{low} ({lo:g}) must not be above {high} ({hi:g}); "
-                                      f"change {high if key == low else low} first")
+        inverted = self._inverted(key, value)
+        if inverted:
+            low, lo, high, hi = inverted
+            raise ConfigError(f"{low} ({lo:g}) must not be above {high} ({hi:g}); "
+                              f"change {high if key == low else low} first")
         self._file[key] = value
         self.save()
 
