@@ -37,7 +37,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.storage.lock import LeaseLock, LockTimeout
-from realmem.stores.project import GLOBAL, Project, detect, store_kind
+from realmem.stores.project import GLOBAL, Project, detect, pin_shared_key, store_kind
 from realmem.projections import files, queries, tables
 from realmem.projections.projector import FILES, FileProjector, advance, position, table_only
 from realmem.projections.state import Memory, State, apply, small_tables
@@ -264,6 +264,8 @@ class Realmem:
             if self.projector.apply(before, after, keys.difference(on_disk)) and not self.projector.behind:
                 faults.point("before-position")
                 self.projector.written_through(envs[-1].seq)
+            if self.project is not None and any(store == self.project.shared_store for store, _ in keys):
+                pin_shared_key(self.project)
         return envs
 
     def _refuse_escaped(self, events: list[ev.Event]) -> None:

@@ -194,6 +194,10 @@ def urgency_scores(conn: apsw.Connection, keys: Sequence[Key]) -> dict[Key, tupl
             for store, mem_id, valid_for, score in rows_by_key(conn, "valid_for, score", "urgency", keys)}
 
 
+def memories_per_store(conn: apsw.Connection) -> dict[str, int]:
+    return dict(conn.execute("SELECT store, count(*) FROM memories GROUP BY store").fetchall())
+
+
 def store_counts(conn: apsw.Connection, store: str) -> tuple[int, int]:
     """(memories, quarantined memories) in one store, as the projector keeps them counted."""
     row = conn.execute("SELECT memories, quarantined FROM store_sizes WHERE store=?", (store,)).fetchone()

@@ -161,13 +161,33 @@ def _pin_key(root: Path, dirs: _GitDirs | None, key: str) -> None:
     if common is None or (_history_rewritten(common) and _pinned_key(root, dirs) != key):
         return
     for f in _key_files(root, dirs):
-        if f.name == SHARED_KEY_FILE and (not f.parent.is_dir() or not _inside(f.parent, root)):
-            continue  # no shared store yet (a later start writes it), or one linked out of the project
-        try:
-            if _read(str(f)) is None:
-                atomic_write_text(f, key + "\n")
-        except OSError:
-            pass  # a read-only checkout keeps computing the key, as before
+        # The shared record is written with the first fact realmem writes to the shared store
+        # (``pin_shared_key``), so it lands in the same commit and never appears on its own.
+        if f.name != SHARED_KEY_FILE:
+            _write_key(f, key)
+
+
+def pin_shared_key(project: Project) -> None:
+    """Record the project's key in its shared store, once, when realmem writes a fact there.
+    Not from a shallow clone or a rewritten history (their root commits are not the project's)
+    and not into a store linked out of the project."""
+    root = project.root
+    f = root / ".pi" / "realmem" / SHARED_KEY_FILE
+    if (not project.is_git or not project.key.startswith("git-") or _read(str(f)) is not None
+            or not f.parent.is_dir() or not _inside(f.parent, root)):
+        return
+    common = _common_dir(root)
+    if common is None or _history_rewritten(common):
+        return
+    _write_key(f, project.key)
+
+
+def _write_key(f: Path, key: str) -> None:
+    try:
+        if _read(str(f)) is None:
+            atomic_write_text(f, key + "\n")
+    except OSError:
+        pass  # a read-only checkout keeps computing the key, as before
 
 
 ROOTS_FILE = "git-roots.json"

@@ -22,6 +22,7 @@ import attrs
 from realmem.app import Realmem
 from realmem.errors import RealmemError
 from realmem.logs import get_logger
+from realmem.projections import queries
 from realmem.storage import db, fsutil
 from realmem.stores.project import store_kind
 from realmem.write import observe
@@ -94,6 +95,6 @@ def repair(home: Path, cwd: Path) -> Repaired:
             observe.scan_stores(app, full=True)
     counts: dict[str, int] = {}
     with Realmem.open(home, cwd) as app:
-        for store, n in app.conn.execute("SELECT store, count(*) FROM memories GROUP BY store"):
+        for store, n in queries.memories_per_store(app.conn).items():
             counts[store_kind(store)] = counts.get(store_kind(store), 0) + n
     return Repaired(aside, problem, counts, projects, [r for r in roots if not r.is_dir()])

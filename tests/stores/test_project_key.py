@@ -7,6 +7,8 @@ from pathlib import Path
 
 from realmem.stores import project as project_mod
 from realmem.stores.project import detect, forget_cache
+from realmem.write import memories
+from realmem.write.observe import open_attached
 
 from conftest import make_repo, run_git
 
@@ -21,11 +23,12 @@ def root_commit(repo: Path) -> str:
 
 
 def with_shared_store(repo: Path) -> Path:
-    store = repo / ".pi" / "realmem"
-    store.mkdir(parents=True)
-    (store / "tests-run-with-make.md").write_text("---\ncaption: Tests run with make check\n---\n\nmake check\n",
-                                                  encoding="utf-8")
-    return store
+    """A shared fact written by realmem, which records the key beside it."""
+    forget_cache()
+    with open_attached(repo.parent / f"{repo.name}-home", repo) as app:
+        store, stored = memories.place(app, "shared", None)
+        memories.add(app, "Tests run with make check", "make check", store=store, stored_paths=stored, source="add")
+    return repo / ".pi" / "realmem"
 
 
 def test_the_key_is_kept_in_the_git_dir_and_the_shared_store(tmp_path: Path) -> None:
@@ -35,6 +38,17 @@ def test_the_key_is_kept_in_the_git_dir_and_the_shared_store(tmp_path: Path) -> 
     assert key == f"git-{root_commit(repo)}"
     assert (repo / ".git" / project_mod.KEY_FILE).read_text().strip() == key
     assert (store / project_mod.SHARED_KEY_FILE).read_text().strip() == key
+
+
+def test_reading_a_shared_store_adds_no_file_to_it(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = repo / ".pi" / "realmem"
+    store.mkdir(parents=True)
+    (store / "tests-run-with-make.md").write_text("---\ncaption: Tests run with make check\n---\n\nmake check\n",
+                                                  encoding="utf-8")
+    key_of(repo)
+    assert sorted(p.name for p in store.iterdir()) == ["tests-run-with-make.md"]  # git status shows only what you wrote
+    assert (repo / ".git" / project_mod.KEY_FILE).exists()
 
 
 def test_a_shallow_clone_gets_the_full_clones_key(tmp_path: Path) -> None:
@@ -94,7 +108,8 @@ def test_a_worktree_shares_the_key(tmp_path: Path) -> None:
 
 def test_a_kept_shared_key_is_not_overwritten_by_another_clone(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    store = with_shared_store(repo)
-    (store / project_mod.SHARED_KEY_FILE).write_text("git-" + "a" * 40 + "\n")  # a teammate's record
+    store = repo / ".pi" / "realmem"
+    store.mkdir(parents=True)
+    (store / project_mod.SHARED_KEY_FILE).write_text("git-" + "a" * 40 + "\n")  # a teammate's record, pulled
     assert key_of(repo) == "git-" + "a" * 40
     assert (store / project_mod.SHARED_KEY_FILE).read_text() == "git-" + "a" * 40 + "\n"
