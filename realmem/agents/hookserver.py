@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -27,7 +28,7 @@ from realmem.read import pathnotes
 from realmem.storage import db
 from realmem.write import observe
 from realmem.agents import claude_code
-from realmem.agents.hookclient import HELLO, socket_path
+from realmem.agents.hookclient import HELLO, Refused, check_socket_dir, socket_path
 from realmem.app import Realmem
 from realmem.config import Config
 from realmem.storage.lock import single_instance, stop_requested
@@ -102,8 +103,18 @@ def _serve_one(conn: socket.socket, handler: Handler) -> None:
     conn.sendall(" ".join(error.split()).encode() + b"\n" + body)
 
 
+def _socket_dir(home: Path, path: Path) -> None:
+    """Create a deep home's runtime dir 0700; Refused for one another user made first (or
+    left open): whoever can write it can swap our socket for theirs."""
+    if path.parent != home:
+        try:
+            os.mkdir(path.parent, 0o700)
+        except FileExistsError:
+            pass
+    check_socket_dir(str(home), str(path))
+
+
 def _listen(path: Path) -> socket.socket:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         path.unlink()  # a stale socket of a dead server: we hold the lease, so no live one owns it
     except FileNotFoundError:
@@ -123,6 +134,13 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
     logs.configure()
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = Path(socket_path(str(home)))
+    try:
+        _socket_dir(home, path)
+    except Refused as exc:
+        log.error("hooks.refused", error=str(exc))
+        sys.stderr.write(f"realmem hook-server: {exc}\n")
+        return 1
     db.connect(home / "realmem.sqlite").close()  # migrates before the lock table is used
     lock = single_instance(home / "realmem.sqlite", LOCK, timeout=LOCK_WAIT_SECONDS)
     if lock is None:
@@ -130,7 +148,6 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
         return 0
     stopping = stop_requested()
     idle = float(idle_seconds if idle_seconds is not None else Config(home)["worker.idleSeconds"])
-    path = Path(socket_path(str(home)))
     handler = Handler(home)
     sock = _listen(path)
     log.info("hooks.started", pid=os.getpid(), socket=str(path), idle_seconds=idle)

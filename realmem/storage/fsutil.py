@@ -16,11 +16,11 @@ from pathlib import Path
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None, durable: bool = True) -> None:
     import tempfile  # lazily: it loads shutil, random and hashlib, start-up time of commands that write no file
     make_dirs(path.parent)
+    if mode is None:
+        mode = file_mode(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        # mkstemp creates 0600; a fact file is an ordinary file (0666 less the umask), but never
-        # group- or world-writable whatever the umask: anyone who can write it can plant a fact.
-        os.fchmod(fd, mode if mode is not None else FILE_MODE)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
@@ -47,6 +47,18 @@ def _read_umask() -> int:
 # other threads creating files.
 _UMASK = _read_umask()
 FILE_MODE = 0o666 & ~_UMASK & ~0o022
+
+
+def file_mode(directory: Path) -> int:
+    """The mode of a new file in ``directory``.  A fact file in a project is an ordinary file
+    (0666 less the umask) but never group- or world-writable whatever the umask: anyone who
+    can write it can plant a fact.  In a private directory (REALMEM_HOME and all below it) it
+    is 0600: a 0644 file there is only one chmod of the directory away from being read."""
+    try:
+        private = not directory.stat().st_mode & 0o077
+    except OSError:
+        private = False
+    return FILE_MODE & 0o600 if private else FILE_MODE
 
 
 def make_dirs(directory: Path) -> None:
