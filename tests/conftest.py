@@ -23,7 +23,8 @@ GitRunner = Callable[..., str]
 
 
 def worker_pids(under: Path) -> set[int]:
-    """Pids of `realmem worker` processes whose home lies under ``under`` (a test's tmp dir)."""
+    """Pids of `realmem worker` and `hook-server` processes whose home lies under ``under``
+    (a test's tmp dir)."""
     prefix = str(under.resolve()).encode()
     found: set[int] = set()
     for d in Path("/proc").iterdir():
@@ -33,7 +34,7 @@ def worker_pids(under: Path) -> set[int]:
             argv = (d / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"worker" in argv and any(a.startswith(prefix) for a in argv):
+        if (b"worker" in argv or b"hook-server" in argv) and any(a.startswith(prefix) for a in argv):
             found.add(int(d.name))
     return found
 
@@ -43,12 +44,17 @@ def kill_workers(under: Path) -> None:
     writes into a directory the test is about to remove."""
     pids = worker_pids(under)
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     for pid in pids:
         _wait_gone(pid)
+
+
+def stop_pid(pid: int) -> None:
+    """SIGTERM a detached process (a worker, a hook server) and wait until it has exited."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    _wait_gone(pid)
 
 
 def _wait_gone(pid: int) -> None:

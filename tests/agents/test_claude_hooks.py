@@ -28,20 +28,8 @@ from realmem.events import types as ev
 from realmem.storage.lock import LeaseLock
 from realmem.write.observe import open_attached
 
+from conftest import stop_pid
 from helpers.hooks import HOOK, WAIT, fixture, run_hook, server  # noqa: F401 (the hook server fixture)
-
-
-def wait_gone(pid: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while Path(f"/proc/{pid}").exists():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(")")[-1].split()[0] == "Z":  # exited, not yet reaped by its parent
-                    return
-        except OSError:
-            return
-        assert time.monotonic() < deadline, f"hook server {pid} did not stop"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -144,8 +132,7 @@ def test_the_hook_starts_the_server_on_demand_and_one_server_per_home(project: A
         assert second.returncode == 0
         assert int(LeaseLock(home / "realmem.sqlite", LOCK).holder()["pid"]) == pid  # type: ignore[index]
     finally:
-        os.kill(pid, signal.SIGTERM)
-        wait_gone(pid)
+        stop_pid(pid)
     assert not Path(hookclient.socket_path(str(home))).exists()
     assert LeaseLock(home / "realmem.sqlite", LOCK).holder() is None
 

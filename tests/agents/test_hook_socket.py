@@ -26,6 +26,7 @@ from realmem.storage.lock import LeaseLock
 from realmem.write import memories
 from realmem.write.observe import open_attached
 
+from conftest import stop_pid
 from helpers.hooks import HOOK, WAIT, fixture, run_hook, server, wait_socket  # noqa: F401 (the hook server fixture)
 
 NOBODY = 65534
@@ -75,7 +76,7 @@ def test_a_deep_home_gets_its_socket_in_a_private_runtime_dir(deep_home: Path, t
         assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
         assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
     finally:
-        os.kill(pid, 15)
+        stop_pid(pid)
 
 
 def squat(directory: Path, socket_name: str, *, as_uid: int | None = None) -> subprocess.Popen[str]:
@@ -150,7 +151,7 @@ def test_every_file_under_the_home_is_private_after_a_session(home: Path, repo: 
         assert out.returncode == 0 and out.stdout, out.stderr
         assert run_hook(fixture("post_tool_use_read", repo, sid), home) is not None
     finally:
-        os.kill(pid, 15)
+        stop_pid(pid)
     loose = []
     for dirpath, dirnames, filenames in os.walk(home):
         for name in dirnames:
