@@ -3,7 +3,8 @@
 A candidate that contains a secret (keys, tokens, private keys, credentialed URLs, literal
 password assignments) is refused, or redacted when the caller asks for it.  Token families come
 from gitleaks' default rule set, vendored in ``realmem/gate/gitleaks/gitleaks.toml`` and loaded with
-gitleaks' semantics; realmem's own rules cover what gitleaks does not (prose, assignments,
+gitleaks' semantics, and from detect-secrets' regex plugins (``realmem/gate/detect_secrets/``);
+realmem's own rules cover what gitleaks does not (prose, assignments,
 URLs, wider shapes).  Public keys, digests and documentation placeholders are not secrets.  A candidate that
 contains a prompt-injection pattern (override instructions, forged chat or system tags,
 exfiltration, ``curl | sh``, bidi or invisible characters) is always refused.  Refusal
@@ -18,6 +19,7 @@ import functools
 import json
 import math
 import re
+import re._parser as _sre
 import string
 import tomllib
 import unicodedata
@@ -208,7 +210,7 @@ _CHUNK_KEPT_CHARS = 64  # a longer chunk (a key, a blob) is rarely seen twice
 def _all_needles() -> frozenset[str]:
     needles = set(gitleaks_rules().by_keyword)
     for gate in (*(r.gate for r in _TOKEN_RULES), *(r.gate for r in _INJECTION_RULES), _ASSIGN_GATE, _FLAG_GATE,
-                 (_GENERIC_KEYWORDS,)):
+                 (_GENERIC_KEYWORDS,), *(r.gate for r in detect_secrets_rules().rules)):
         for group in gate:
             needles.update(group)
     return frozenset(needles)
@@ -1072,6 +1074,126 @@ def _gitleaks_secret_span(m: re.Match[str], group: int) -> tuple[int, int] | Non
 
 
 # --------------------------------------------------------------------------------------------
+# Vendored detect-secrets patterns (realmem/gate/detect_secrets/patterns.json, Apache-2.0, see
+# detect_secrets.LICENSE; updated by scripts/update-detect-secrets.py): the regexes of its
+# regex plugins (not the keyword or high-entropy ones), Python syntax already.  Its secret is
+# the first non-empty group, as detect-secrets yields it.  Its rules were written for files and
+# verified later; in prose a few (Artifactory's ``AP…``) also match words, so a secret must look
+# random (realmem's ``_looks_secret``) and must not be a placeholder.
+
+DETECT_SECRETS_JSON = Path(__file__).parent / "detect_secrets" / "patterns.json"
+# Below gitleaks' and realmem's token rules (their kinds are more specific: ``github-pat``,
+# ``credentialed-url`` over ``basic-auth-credentials``), above the assignment and generic rules.
+_DS_PRIORITY = 3
+# Plugins whose match is a marker line, not a value: the marker alone is the finding.
+_DS_MARKERS = frozenset({"PrivateKeyDetector"})
+# Plugins with a structural check of their own (detect-secrets' ``is_formally_valid``).
+_DS_CHECKS: dict[str, Callable[[str], bool]] = {"JwtTokenDetector": lambda s: _jwt_header_ok(s)}
+
+
+@attrs.frozen
+class DetectSecretsRules:
+    """The loaded patterns, gated like realmem's own rules."""
+
+    rules: tuple[_Rule, ...]
+    version: str
+
+    @functools.cached_property
+    def gates(self) -> _GatedRules[_Rule]:
+        return _GatedRules(self.rules)
+
+
+def _literal_gate(pattern: str, flags: int) -> _Gate:
+    """Needle groups every match must contain, read from the parsed pattern's top level: each
+    literal run of three or more characters, and each group of literal alternatives (two or
+    more characters each).  Patterns without one (Discord, Telegram, Twilio) run always."""
+    gate: list[tuple[str, ...]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) >= 3:
+            gate.append(("".join(run).lower(),))
+        run.clear()
+
+    def literal(items: Any) -> str | None:
+        if not all(op is _sre.LITERAL for op, _ in items):
+            return None
+        return "".join(chr(c) for _, c in items)
+
+    for op, av in _sre.parse(pattern, flags):
+        if op is _sre.LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        if op is _sre.SUBPATTERN:
+            body = list(av[-1])
+            if len(body) == 1 and body[0][0] is _sre.BRANCH:
+                alts = [literal(list(alt)) for alt in body[0][1][1]]
+                if all(a is not None and len(a) >= 2 for a in alts):
+                    gate.append(tuple(sorted({a.lower() for a in alts if a is not None})))
+    flush()
+    return tuple(gate)
+
+
+def load_detect_secrets(path: Path = DETECT_SECRETS_JSON) -> DetectSecretsRules:
+    """Read the vendored patterns; a pattern that does not compile is an error (the update
+    script refuses such a file)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    rules: list[_Rule] = []
+    for spec in doc["patterns"]:
+        flags = functools.reduce(lambda acc, f: acc | getattr(re, f), spec["flags"], 0)
+        kind = re.sub(r"[^a-z0-9]+", "-", spec["secret_type"].lower()).strip("-")
+        plugin = spec["plugin"]
+        rules.append(_Rule(kind, re.compile(spec["pattern"], flags), _literal_gate(spec["pattern"], flags),
+                           priority=_DS_PRIORITY, check=_ds_check(plugin)))
+    return DetectSecretsRules(tuple(rules), str(doc["version"]))
+
+
+def _ds_check(plugin: str) -> Callable[[re.Match[str]], bool] | None:
+    if plugin in _DS_MARKERS:
+        return None
+    structural = _DS_CHECKS.get(plugin, lambda s: True)
+
+    def check(m: re.Match[str]) -> bool:
+        start, end = _ds_span(m)
+        secret = m.string[start:end]
+        return not _is_placeholder(secret) and _looks_secret(secret) and structural(secret)
+    return check
+
+
+def _ds_span(m: re.Match[str]) -> tuple[int, int]:
+    """The secret as detect-secrets yields it: the first non-empty group, else the match
+    without the delimiters some patterns match around it (Artifactory's ``(?:\\s|=|:|"|^)``)."""
+    g = next((i for i in range(1, (m.re.groups or 0) + 1) if m.group(i)), 0)
+    start, end = m.span(g)
+    if not g:
+        while start < end and m.string[start] in _DS_DELIMITERS:
+            start += 1
+        while end > start and m.string[end - 1] in _DS_DELIMITERS:
+            end -= 1
+    return start, end
+
+
+_DS_DELIMITERS = frozenset(" \t\r\n\"'=:")
+
+
+@functools.cache
+def detect_secrets_rules() -> DetectSecretsRules:
+    """The vendored patterns, loaded on first use."""
+    return load_detect_secrets()
+
+
+def _detect_secrets_findings(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
+    """Secrets found by the vendored detect-secrets patterns whose gates are open."""
+    for rule in detect_secrets_rules().gates.open(lower):
+        for m in rule.regex.finditer(text):
+            if rule.check is None or rule.check(m):
+                start, end = _ds_span(m)
+                if end > start:
+                    yield rule.kind, start, end, rule.priority
+
+
+# --------------------------------------------------------------------------------------------
 # Secrets: collect, merge overlapping spans
 
 def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
@@ -1085,6 +1207,7 @@ def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
         yield from _credentialed_urls(text)
     yield from _assignment_findings(text, lower)
     yield from _generic_findings(text, lower)
+    yield from _detect_secrets_findings(text, lower)  # last: on a tie, realmem's and gitleaks' kind
 
 
 # Public keys, certificates and digests are meant to be shared: nothing inside one is a

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from realmem.stores import ids
 from realmem.gate.safety import (
+    DETECT_SECRETS_JSON,
     GITLEAKS_TOML,
     INJECTION,
     SECRET,
@@ -34,6 +35,7 @@ from realmem.gate.safety import (
     _go_regex,
     _lower,
     _needles_in,
+    detect_secrets_rules,
     gitleaks_rules,
     load_gitleaks,
     mask_memory,
@@ -42,7 +44,9 @@ from realmem.gate.safety import (
     scan_memory,
 )
 
-from helpers.corpus import ALNUM, CORPUS, DIGITS, UPPER, URLSAFE, b64url, expand, jwt, private_key_block, rand
+from helpers.corpus import (
+    ALNUM, CORPUS, DIGITS, UPPER, URLSAFE, b64url, detect_secrets_corpus, expand, jwt, private_key_block, rand,
+)
 
 CLEAN_CORPUS = CORPUS / "safety_clean.txt"
 
@@ -352,6 +356,58 @@ def test_gitleaks_licence_and_source_are_vendored() -> None:
     assert (rules / "gitleaks.LICENSE").read_text(encoding="utf-8").startswith("MIT License")
     source = (rules / "gitleaks.source").read_text(encoding="utf-8")
     assert re.search(r"^commit: [0-9a-f]{40}$", source, re.M)
+
+
+DS_PATTERNS = json.loads(DETECT_SECRETS_JSON.read_text(encoding="utf-8"))["patterns"]
+DS_CORPUS = detect_secrets_corpus(DS_PATTERNS)
+
+
+def test_detect_secrets_samples_match_their_own_pattern() -> None:
+    """The generated corpus is one real sample per vendored pattern (else the rate means nothing)."""
+    assert len(DS_CORPUS) == len(DS_PATTERNS) >= 40
+    for spec, (plugin, _, sample) in zip(DS_PATTERNS, DS_CORPUS):
+        flags = sum((getattr(re, f) for f in spec["flags"]), 0)
+        assert re.search(spec["pattern"], sample, flags), plugin
+
+
+def test_detect_secrets_shapes_in_a_neutral_sentence_are_refused() -> None:
+    """Issue 32: one sample per detect-secrets 1.5.0 pattern, no provider named; >= 98% refused
+    (before the vendored patterns: 32 of 45)."""
+    stored = [(plugin, text) for plugin, text, _ in DS_CORPUS if scan(text).ok]
+    assert len(stored) <= 0.02 * len(DS_CORPUS), stored
+
+
+@pytest.mark.parametrize(("plugin", "text", "sample"), DS_CORPUS, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(DS_CORPUS)])
+def test_detect_secrets_sample_is_redacted_and_never_echoed(plugin: str, text: str, sample: str) -> None:
+    result = scan(text)
+    assert not result.ok and sample not in result.reason()
+    assert scan(text, redact=True).text.startswith("The staging deploy uses ")
+
+
+def test_detect_secrets_patterns_load_with_licence_and_source() -> None:
+    loaded = detect_secrets_rules()
+    assert len(loaded.rules) == len(DS_PATTERNS) and loaded.version == "1.5.0"
+    folder = DETECT_SECRETS_JSON.parent
+    assert "Apache License" in (folder / "detect_secrets.LICENSE").read_text(encoding="utf-8")
+    assert re.search(r"^sha256: [0-9a-f]{64}$", (folder / "detect_secrets.source").read_text(encoding="utf-8"), re.M)
+
+
+@pytest.mark.parametrize("text", [
+    "APPLICATION settings live in app.toml",  # Artifactory's AP... shape, a word
+    "The key is rotated by the IBM cloud job every night",
+    "Clone from https://deploy:${GIT_TOKEN}@git.internal/repo.git in CI",
+])
+def test_detect_secrets_patterns_leave_words_and_placeholders(text: str) -> None:
+    assert scan(text).ok, scan(text).reason()
+
+
+def test_every_detect_secrets_gate_is_open_whenever_its_pattern_matches() -> None:
+    texts = [t for _, t, _ in DS_CORPUS] + [s.text for s in SECRETS] + clean_lines()
+    for text in texts:
+        lower = _lower(text)
+        for rule in detect_secrets_rules().rules:
+            if rule.regex.search(text):
+                assert _gate_open(lower, rule.gate), (rule.kind, text)
 
 
 @pytest.mark.parametrize(("go", "python"), [
