@@ -30,6 +30,7 @@ import attrs
 
 from realmem.gate import rules as gate, judge, safety
 from realmem.read import embedder, search
+from realmem.read.escape import inline
 from realmem.stores import ids, paths
 from realmem.write import gitignore, memories, observe
 from realmem.app import Realmem, RealmemError
@@ -606,7 +607,7 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
     elif plan.action == Action.MERGE:
         text = f"Merged into {_ref(m)} ({_scope_label(m.store)})."
     else:
-        text = f"Already known: {_ref(m)}; its paths now include {', '.join(m.paths)}."
+        text = f"Already known: {_ref(m)}; its paths now include {', '.join(map(inline, m.paths))}."
     return Outcome(plan.action, m, _with_notes(text, warnings), warnings, trace)
 
 
@@ -710,7 +711,7 @@ def render_trace(t: GateTrace, text: str | None = None) -> str:
     c = t.candidate
     out.append(f"Candidate: {c.caption}")
     out.append(f"  scope {c.scope or '(judge decides)'} -> {c.scope_used or '?'}"
-               f" · paths {', '.join(c.stored_paths or []) or '(store default)'}"
+               f" · paths {', '.join(map(inline, c.stored_paths or [])) or '(store default)'}"
                f"{' · user requested' if c.user_requested else ''}")
     s = t.safety or SafetyTrace()
     out.append(f"Safety: {'ok' if s.ok and not s.findings else s.reason}")

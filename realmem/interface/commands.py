@@ -19,6 +19,7 @@ from typing import Any
 from realmem import frontend
 from realmem.interface import manage, tools
 from realmem.read import embedder, missing, recall as recall_mod, render
+from realmem.read.escape import inline
 from realmem.storage import db
 from realmem.stores import ids, paths as paths_mod
 from realmem.write import gitignore, importer, memories, observe
@@ -66,7 +67,8 @@ def approve(app: Realmem, id_value: str) -> Result:
 
 def apply_suggested_path(app: Realmem, id_value: str, path: str) -> Result:
     m = missing.apply_suggestion(app, app.resolve(id_value), path)
-    return {"text": f"Paths of [{ids.short(m.id)}] now {', '.join(m.paths)}", "details": {"paths": list(m.paths)}}
+    return {"text": f"Paths of [{ids.short(m.id)}] now {', '.join(map(inline, m.paths))}",
+            "details": {"paths": list(m.paths)}}
 
 
 def prune_paths(app: Realmem, *, apply: bool) -> Result:

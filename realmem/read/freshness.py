@@ -31,6 +31,7 @@ import apsw
 import attrs
 
 from realmem.stores import paths
+from realmem.read.escape import inline
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events.types import Key
@@ -63,7 +64,7 @@ class Stale:
         commits = count(self.commits, "commit")
         if self.at_least:  # "20000+ commits"
             commits = commits.replace(" ", "+ ", 1)
-        object.__setattr__(self, "message", f"{', '.join(self.paths)} changed in {commits} since {self.since}; "
+        object.__setattr__(self, "message", f"{', '.join(map(inline, self.paths))} changed in {commits} since {self.since}; "
                                             "verify before relying on it")
 
     def text(self) -> str:

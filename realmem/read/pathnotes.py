@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from realmem.read import freshness
+from realmem.read.escape import inline
 from realmem.stores import ids, paths
 from realmem.write import memories
 from realmem.app import Realmem
@@ -212,7 +213,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         free_full, free_caps = max(0, max_full - len(full)), max(0, max_caps - len(caps))
         if not (free_full * (t == "full") + free_caps):
             # Only counted now: its flag matters only if it alone might not fit the budget.
-            room = len(_caption(e)) + _FLAG_ROOM + len(", ".join(e.store_paths))
+            room = len(_caption(e)) + _FLAG_ROOM + len(_paths(e.store_paths))
             if (t == "full" and max_full > 0 and room + len(e.content) + 2 <= budget) or \
                     (max_caps > 0 and room <= budget):
                 counted.append(e)  # fits a limit whatever its flag says: it comes back
@@ -242,7 +243,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     if counted:
         n = len(counted)
         where = sorted({p for e in counted for p in e.store_paths})[:5]
-        lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {', '.join(where)}: "
+        lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {_paths(where)}: "
                      f"realmem_recall paths=[...] lists them.")
     lines.append("</realmem-path-notes>")
     shown_now = [e for e, _ in (*full, *caps)]
@@ -287,8 +288,13 @@ def _full(e: Entry, caption: str) -> str:
 
 
 def _caption(e: Entry, flag: str | None = None) -> str:
-    head = f"[{ids.short(e.key[1])}] {e.caption} ({', '.join(e.store_paths)})"
+    head = f"[{ids.short(e.key[1])}] {e.caption} ({_paths(e.store_paths)})"
     return f"{head}\n⚠ {flag}" if flag else head
+
+
+def _paths(stored: list[str]) -> str:
+    """Paths as a note shows them: escaped (``escape.inline``), comma-separated."""
+    return ", ".join(map(inline, stored))
 
 
 def attached_counts(app: Realmem, limit: int = 20) -> list[tuple[str, int]]:

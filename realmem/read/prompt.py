@@ -12,6 +12,7 @@ from typing import Any
 
 from realmem.stores import ids
 from realmem.app import Realmem
+from realmem.read.escape import inline
 from realmem.read.pathnotes import attached_counts
 from realmem.projections import queries
 
@@ -39,7 +40,7 @@ def section(app: Realmem) -> str:
         parts.extend(f"- [{ids.short(r[1])}] {r[2]}" for r in wide)
     counts = attached_counts(app)
     if counts:
-        parts.append("Paths with path notes: " + ", ".join(f"{p} ({c})" for p, c in counts))
+        parts.append("Paths with path notes: " + ", ".join(f"{inline(p)} ({c})" for p, c in counts))
     parts.append("</realmem>")
     return "\n".join(parts)
 

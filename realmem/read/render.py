@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from realmem.stores import ids
+from realmem.read.escape import inline
 from realmem.events.types import Key
 from realmem.stores.project import store_kind
 from realmem.projections.state import Memory
@@ -13,7 +14,7 @@ from realmem.words import count
 
 
 def where(m: Memory) -> str:
-    paths = ", ".join(p for p in m.paths if p not in (".", "~"))
+    paths = ", ".join(inline(p) for p in m.paths if p not in (".", "~"))
     return f"{store_kind(m.store)}" + (f" · {paths}" if paths else "")
 
 
