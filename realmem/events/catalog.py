@@ -129,6 +129,7 @@ class FileProblem(Event):
     store: str
     file: str
     # malformed | duplicate-id | unreadable | not-a-file | symlink-escape | re-identified |
+    # conflict (unresolved merge conflict markers: not served until resolved) |
     # store-escape (file "": the whole store directory is refused) | resolved (gone or fine again)
     problem: str
     message: str

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from realmem import frontend
-from realmem.interface import manage, tools
+from realmem.interface import manage, session, tools
 from realmem.read import embedder, missing, recall as recall_mod, render
 from realmem.read.escape import inline
 from realmem.storage import db
@@ -27,7 +27,7 @@ from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.events.trace import dump as dump_trace
 from realmem.jobs import consolidate as consolidate_mod
-from realmem.projections import index
+from realmem.projections import index, queries
 from realmem.gate.remember import remember as remember_mod, render_trace, retry as retry_queued
 from realmem.words import count
 
@@ -201,8 +201,10 @@ def manage_list(app: Realmem, *, query: str | None = None, semantic: bool = Fals
     rows = [[r["glyph"] + ("✗" if r["missing"] else " ") + (manage.STALE if r["stale"] else " ")
              + ("Q" if r["quarantined"] else " "), r["id"], r["scope"],
              ", ".join(r["paths"]), r["used_count"], r["caption"]] for r in items]
-    return {"text": render.table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories.",
-            "details": {"items": items}}
+    text = render.table(["", "id", "scope", "paths", "used", "caption"], rows) if rows else "No memories."
+    found = queries.conflict_files(app.conn, app.visible_stores())
+    conflicts = session.conflict_note(app, found) + "." if found else None  # their memories are not in the list
+    return {"text": f"{conflicts}\n{text}" if conflicts else text, "details": {"items": items, "conflicts": conflicts}}
 
 
 def consolidate(app: Realmem, *, stores: Sequence[str] = (), revise_paths: bool = True,

@@ -48,6 +48,10 @@ def start(app: Realmem) -> dict[str, Any]:
     if refused:  # a planted symlink: say what and why, not just "could not be read"
         notes.extend(m[0].upper() + m[1:] + "." for m in refused)
         level = "warning"
+    conflicts = queries.conflict_files(app.conn, app.visible_stores())
+    if conflicts:  # named: the user has a merge to finish, not a broken file
+        notes.append(conflict_note(app, conflicts) + ".")
+        level = "warning"
     problems = queries.unreadable_count(app.conn)
     if problems:
         notes.append(f"{count(problems, 'fact file')} could not be read ({hint('status')}).")
@@ -63,6 +67,14 @@ def start(app: Realmem) -> dict[str, Any]:
         "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
         "queued": queued, "missing": flagged, "gitignore": warning, "stripped": stripped,
     }
+
+
+def conflict_note(app: Realmem, conflicts: list[tuple[str, str]]) -> str:
+    """"Unresolved merge conflict in <files>: not served until resolved", the files as paths the
+    user can open."""
+    shown = ", ".join(_display(app, str(app.store_dir(store) / name)) for store, name in conflicts)
+    return (f"Unresolved merge conflict in {shown}: {'it is' if len(conflicts) == 1 else 'they are'} not served "
+            "until resolved (edit out the <<<<<<< ======= >>>>>>> markers)")
 
 
 def _display(app: Realmem, path: str) -> str:

@@ -134,6 +134,19 @@ def _bad_text(value: Any) -> str | None:
     return None
 
 
+_CONFLICT = re.compile(r"^<{7}(?: .*)?\n(?:.*\n)*?={7}\n(?:.*\n)*?>{7}(?: .*)?$", re.MULTILINE)
+
+
+def conflict_line(text: str) -> int | None:
+    """The line of the first unresolved git merge conflict (``<<<<<<<`` .. ``=======`` ..
+    ``>>>>>>>``, each at a line start), or None.  Such a file holds two versions of the fact and
+    the markers; it parses whenever the conflict is in the body, so it is checked apart."""
+    if "<<<<<<<" not in text:  # the usual file: no regular expression run
+        return None
+    found = _CONFLICT.search(text)
+    return None if found is None else text.count("\n", 0, found.start()) + 1
+
+
 def parse(text: str) -> Parsed:
     front, body, first = split(text)
     return parse_canonical(front, body) or parse_yaml(front, body, first)

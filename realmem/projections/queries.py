@@ -101,8 +101,15 @@ def escape_messages(conn: apsw.Connection, stores: Sequence[str]) -> list[str]:
 
 
 def unreadable_count(conn: apsw.Connection) -> int:
-    """How many problems, in any store, are not store escapes (fact files that could not be read)."""
-    return conn.execute("SELECT count(*) FROM problems WHERE problem!='store-escape'").fetchone()[0]
+    """How many problems, in any store, are not store escapes or merge conflicts (fact files
+    that could not be read; conflicts are named apart, ``conflict_files``)."""
+    return conn.execute("SELECT count(*) FROM problems WHERE problem NOT IN ('store-escape', 'conflict')").fetchone()[0]
+
+
+def conflict_files(conn: apsw.Connection, stores: Sequence[str]) -> list[tuple[str, str]]:
+    """(store, file) of the fact files in ``stores`` with unresolved merge conflict markers."""
+    return conn.execute(f"SELECT store, file FROM problems WHERE problem='conflict' AND store IN ({_marks(stores)}) "
+                        "ORDER BY store, file", tuple(stores)).fetchall()
 
 
 # -- missing_paths -------------------------------------------------------------------------

@@ -381,6 +381,13 @@ def _scan_store(app: Realmem, store: str,
             assert mem_id is not None
             same(name, mem_id)
             return
+        conflict = files.conflict_line(text)
+        if conflict is not None:
+            # Neither version is the fact, and the last good one may be what the merge replaced:
+            # its memory is not served (it leaves the tables) until the file is resolved.
+            problem(name, "conflict", f"{name} has an unresolved merge conflict (line {conflict}); "
+                    "not served until it is resolved", conflict, _digest(text))
+            return
         restored, parsed_from_disk = False, True
         try:
             parsed = reads.parse(text)

@@ -135,7 +135,7 @@ export class ManageScreen implements Screen, Focusable {
 			async () => {
 				if (semantic) await new Promise((resolve) => setTimeout(resolve, 200)); // typing: search once it pauses
 				if (seq !== this.seq) return undefined;
-				return this.o.call<{ items: ManageItem[] }>("manage_list", {
+				return this.o.call<{ items: ManageItem[]; conflicts?: string | null }>("manage_list", {
 					cwd: this.o.cwd,
 					...(query ? { query } : {}),
 					...(semantic ? { semantic: true } : {}),
@@ -146,6 +146,8 @@ export class ManageScreen implements Screen, Focusable {
 				const current = keepId ?? this.items[this.selected]?.id;
 				this.items = result.items;
 				this.loaded = true;
+				// A fact file with merge conflict markers is not in the list: say which and why.
+				if (result.conflicts) this.tasks.message = { text: result.conflicts, level: "error" };
 				const index = current ? this.items.findIndex((item) => item.id === current) : -1;
 				this.selected = Math.max(0, Math.min(index >= 0 ? index : this.selected, this.items.length - 1));
 			},
