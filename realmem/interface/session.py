@@ -70,11 +70,10 @@ def start(app: Realmem) -> dict[str, Any]:
 
 
 def conflict_note(app: Realmem, conflicts: list[tuple[str, str]]) -> str:
-    """"Unresolved merge conflict in <files>: not served until resolved", the files as paths the
-    user can open."""
+    """"Unresolved merge conflict in <files>: ...", the files as paths the user can open."""
     shown = ", ".join(_display(app, str(app.store_dir(store) / name)) for store, name in conflicts)
-    return (f"Unresolved merge conflict in {shown}: {'it is' if len(conflicts) == 1 else 'they are'} not served "
-            "until resolved (edit out the <<<<<<< ======= >>>>>>> markers)")
+    return (f"Unresolved merge conflict in {shown}: the last good version is served until "
+            f"{'it is' if len(conflicts) == 1 else 'they are'} resolved (edit out the <<<<<<< ======= >>>>>>> markers)")
 
 
 def _display(app: Realmem, path: str) -> str:

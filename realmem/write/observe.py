@@ -383,10 +383,12 @@ def _scan_store(app: Realmem, store: str,
             return
         conflict = files.conflict_line(text)
         if conflict is not None:
-            # Neither version is the fact, and the last good one may be what the merge replaced:
-            # its memory is not served (it leaves the tables) until the file is resolved.
+            # Neither side nor the markers are served: the memory keeps the version this checkout
+            # had before the merge (as for a malformed file), and the file is left to the user.
             problem(name, "conflict", f"{name} has an unresolved merge conflict (line {conflict}); "
-                    "not served until it is resolved", conflict, _digest(text))
+                    "its last good version is served until it is resolved", conflict, _digest(text))
+            if mem_id is not None:
+                seen_ids[mem_id] = name
             return
         restored, parsed_from_disk = False, True
         try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from realmem.events import types as ev
 from realmem.gate.judge import urgency_key
-from realmem.interface import commands
+from realmem.interface import commands, tools
 from realmem.projections import files, replay
 from realmem.stores import ids
 from realmem.write import memories
@@ -246,3 +246,59 @@ def test_one_id_in_two_files_keeps_the_newer_in_every_home(home: Path, repo: Pat
         replay.replay(app)
         assert (d / renamed.file).read_text(encoding="utf-8") == renamed.text
         assert replay.check(app).differences == []
+
+
+# --- merge conflicts ---------------------------------------------------------------------
+
+def test_a_fact_with_merge_conflict_markers_is_not_served_and_is_named(home: Path, repo: Path,
+                                                                       tmp_path: Path) -> None:
+    m = shared_fact(home, repo)
+    clone = teammate(repo, tmp_path)
+    path = f".pi/realmem/{m.file}"
+    theirs = (clone / path).read_text(encoding="utf-8").replace("ENV=staging first", "ENV=canary first")
+    (clone / path).write_text(theirs, encoding="utf-8")
+    commit_all(clone, "canary before prod")
+    ours = (repo / path).read_text(encoding="utf-8").replace("ENV=staging first", "ENV=qa first")
+    (repo / path).write_text(ours, encoding="utf-8")
+    commit_all(repo, "qa before prod")
+    open_attached(home, repo).close()  # this checkout's realmem read the qa version
+    merged = run_git_status(repo, "pull", "-q", "--no-rebase", str(clone), "main")
+    assert "CONFLICT" in merged  # a real conflict
+    text = (repo / path).read_text(encoding="utf-8")
+    assert "<<<<<<<" in text and ">>>>>>>" in text
+
+    with open_attached(home, repo) as app:
+        kept = app.memory((m.store, m.id))  # neither side nor the markers: the version before the merge
+        assert kept is not None and kept.content == "make deploy ENV=qa first"
+        assert (repo / path).read_text(encoding="utf-8") == text  # the user's merge is left alone
+        served = commands.recall(app, queries=["make deploy"])["text"]
+        assert "<<<<<<<" not in served and "canary" not in served
+        started = session_start_text(app)
+        assert m.file in started and "merge conflict" in started
+        listed = commands.manage_list(app)
+        assert m.file in (listed["details"]["conflicts"] or "")
+        status = tools.status(app)["text"]
+        assert m.file in status and "merge conflict" in status
+
+    (repo / path).write_text(ours, encoding="utf-8")  # resolved: ours kept
+    commit_all(repo, "merge, keeping qa")
+    with open_attached(home, repo) as app:
+        back = app.memory((m.store, m.id))
+        assert back is not None and back.content == "make deploy ENV=qa first"
+        assert commands.manage_list(app)["details"]["conflicts"] is None
+        assert "merge conflict" not in session_start_text(app)
+        assert replay.check(app).differences == []
+
+
+def run_git_status(repo: Path, *args: str) -> str:
+    """git's output, whatever its exit code (a conflicted merge exits 1)."""
+    import subprocess
+    out = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                         capture_output=True, text=True)
+    return out.stdout + out.stderr
+
+
+def session_start_text(app) -> str:  # type: ignore[no-untyped-def]
+    from realmem.interface import session
+    out = session.start(app)
+    return " ".join(str(n) for n in out.get("notes", [])) + str(out)
