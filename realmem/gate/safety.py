@@ -31,6 +31,8 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from realmem.gate import confusables
+
 SECRET = "secret"
 INJECTION = "injection"
 
@@ -654,13 +656,16 @@ def _legit_joiner(text: str, start: int, end: int) -> bool:
 
 
 _NON_ASCII_RUN_RE = re.compile(r"[^\x00-\x7f]+")
+_COMMENT_MARK_RE = re.compile(r"<!--+|-{2,}>")
 
 
 def _normalized(text: str) -> tuple[str, list[int]]:
-    """Per-character NFKC with hidden characters dropped, plus a map back to input offsets."""
+    """Per-character NFKC with hidden characters dropped and confusables folded to the ASCII
+    they pass for (UTS #39), plus a map back to input offsets."""
     out: list[str] = []
     origin: list[int] = []
     pos = 0
+    fold = confusables.table()
     for run in _NON_ASCII_RUN_RE.finditer(text):
         out.append(text[pos:run.start()])
         origin.extend(range(pos, run.start()))
@@ -668,7 +673,8 @@ def _normalized(text: str) -> tuple[str, list[int]]:
             ch = text[i]
             if ch in _HIDDEN or 0xE0000 <= ord(ch) <= 0xE007F:
                 continue
-            norm = unicodedata.normalize("NFKC", ch)
+            # The look-alike first (NFKC turns some into other non-ASCII letters), then NFKC.
+            norm = fold.get(ch) or "".join(fold.get(c, c) for c in unicodedata.normalize("NFKC", ch))
             out.append(norm)
             origin.extend([i] * len(norm))
         pos = run.end()
@@ -678,8 +684,14 @@ def _normalized(text: str) -> tuple[str, list[int]]:
 
 
 def _injection_findings(text: str, lower: str) -> list[Finding]:
-    """Injection patterns in the text, and in the NFKC form of lines whose compatibility
-    characters (fullwidth, mathematical, enclosed letters) spell ASCII words."""
+    """Injection patterns in the text, inside hidden HTML comments, and in the folded form
+    (NFKC, confusables) of lines whose compatibility characters (fullwidth, mathematical,
+    enclosed letters) or look-alikes from other scripts spell ASCII words."""
+    if "<!--" in text:
+        # A comment is hidden when Markdown is rendered but read by the model: its body is
+        # scanned as lines of its own (the markers blanked, so offsets carry over).
+        text = _COMMENT_MARK_RE.sub(lambda m: "\n" + " " * (len(m.group()) - 1), text)
+        lower = _lower(text)
     found = _rule_findings(text, lower)
     if text.isascii():
         return _dedupe(found)
@@ -691,10 +703,8 @@ def _injection_findings(text: str, lower: str) -> list[Finding]:
     ]
     offset = 0
     for line in text.splitlines(keepends=True):
-        compat = not line.isascii() and (
-            _ascii_alnum_count(unicodedata.normalize("NFKC", line)) > _ascii_alnum_count(line))
-        if compat:
-            norm, origin = _normalized(line)
+        norm, origin = _normalized(line) if not line.isascii() else (line, [])
+        if _ascii_alnum_count(norm) > _ascii_alnum_count(line):
             for f in _rule_findings(norm, _lower(norm)):
                 start = offset + origin[min(f.start, len(origin) - 1)]
                 end = offset + origin[max(f.end - 1, f.start)] + 1
@@ -1196,8 +1206,9 @@ def _detect_secrets_findings(text: str, lower: str) -> Iterator[tuple[str, int, 
 # --------------------------------------------------------------------------------------------
 # Secrets: collect, merge overlapping spans
 
-def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
-    """(kind, start, end, priority) for every secret rule match."""
+def _raw_secrets(text: str, lower: str, *, decode: bool = True) -> Iterator[tuple[str, int, int, int]]:
+    """(kind, start, end, priority) for every secret rule match; with ``decode``, also base64
+    runs whose decoded text holds one."""
     for rule in _TOKEN_GATES.open(lower):
         for m in rule.regex.finditer(text):
             if (rule.check is None or rule.check(m)) and m.end(rule.group) > m.start(rule.group):
@@ -1208,6 +1219,43 @@ def _raw_secrets(text: str, lower: str) -> Iterator[tuple[str, int, int, int]]:
     yield from _assignment_findings(text, lower)
     yield from _generic_findings(text, lower)
     yield from _detect_secrets_findings(text, lower)  # last: on a tie, realmem's and gitleaks' kind
+    if decode:
+        yield from _base64_findings(text)
+
+
+# A run of base64 (standard or URL-safe alphabet) long enough to hide a token.
+_BASE64_RUN_RE = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{20,}={0,2}(?![\w+/=-])")
+_BASE64_PRIORITY = 1  # what the decoded secret is, is known: above the generic rules
+
+
+def _base64_findings(text: str) -> Iterator[tuple[str, int, int, int]]:
+    """A secret written base64-encoded (a Kubernetes Secret's ``data``, a docker config
+    ``auth``, an ``echo ... | base64`` in a runbook): each run that decodes to text is scanned
+    once more (not again inside), and the whole run is the secret."""
+    for m in _BASE64_RUN_RE.finditer(text):
+        decoded = _base64_text(m.group())
+        if decoded is None:
+            continue
+        inner = _secret_findings(decoded, _lower(decoded), decode=False)
+        if inner:
+            yield f"{inner[0].kind}-base64", m.start(), m.end(), _BASE64_PRIORITY
+
+
+def _base64_text(run: str) -> str | None:
+    """The UTF-8 text ``run`` encodes, or None (binary, not base64, or not text)."""
+    alphabet = "-_" if ("-" in run or "_" in run) else "+/"
+    if alphabet == "-_" and ("+" in run or "/" in run):
+        return None  # a path or an identifier, not one encoding
+    body = run.rstrip("=")
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=alphabet.encode() if alphabet == "-_" else None,
+                               validate=True)
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    if len(decoded) < 8 or not all(ch.isprintable() or ch in "\t\r\n" for ch in decoded):
+        return None
+    return decoded
 
 
 # Public keys, certificates and digests are meant to be shared: nothing inside one is a
@@ -1247,11 +1295,11 @@ def _public_spans(text: str, lower: str) -> list[tuple[int, int]]:
     return [m.span() for m in _PUBLIC_KEY_RE.finditer(text)]
 
 
-def _secret_findings(text: str, lower: str) -> list[Finding]:
+def _secret_findings(text: str, lower: str, *, decode: bool = True) -> list[Finding]:
     """Secret spans merged where they overlap; each region takes its most specific kind.
     Spans inside a public key or certificate, documentation placeholders and realmem ids found
     only by a generic rule are dropped."""
-    raw = [r for r in _raw_secrets(text, lower)
+    raw = [r for r in _raw_secrets(text, lower, decode=decode)
            if not _DOC_PLACEHOLDER_RE.search(text, r[1], r[2])
            and not (r[3] == _GENERIC_PRIORITY and _is_short_uuid7(text[r[1]:r[2]]))]
     if raw:  # most texts hold no secret: their public keys need not be looked for
