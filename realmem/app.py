@@ -264,8 +264,10 @@ class Realmem:
             if self.projector.apply(before, after, keys.difference(on_disk)) and not self.projector.behind:
                 faults.point("before-position")
                 self.projector.written_through(envs[-1].seq)
-            if self.project is not None and any(store == self.project.shared_store for store, _ in keys):
-                pin_shared_key(self.project)
+            shared = self.project.shared_store if self.project is not None else None
+            if any(getattr(e, "store", None) == shared and not isinstance(e, (ev.FileObserved, ev.FileProblem))
+                   for e in events):  # a fact realmem writes there, not one a scan read
+                pin_shared_key(self.project)  # type: ignore[arg-type]
         return envs
 
     def _refuse_escaped(self, events: list[ev.Event]) -> None:

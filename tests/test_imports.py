@@ -7,7 +7,7 @@ run and do not count.  A layer may import its own layer and the ones below it:
 0. base: ``storage/`` (SQLite, the lease, atomic files), ``stores/`` (projects, path frames, ids),
    ``errors``, ``config``, ``logs``, ``words``, ``frontend``, ``gcpause`` (the collector paused
    for bulk work), the endpoint clients and fakes, and
-   ``gate.safety`` (a pure scanner with no realmem imports, which the logs use to redact)
+   ``gate.safety`` (a pure scanner with no realmem imports but its confusables table, which the logs use to redact)
 1. ``events/``: the log and the event types
 2. ``projections/``: what the events build
 3. ``app``: the writer (append and project)
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "realmem"
 
-BASE = {"realmem", "errors", "words", "config", "logs", "frontend", "gcpause", "gate.safety"}
+BASE = {"realmem", "errors", "words", "config", "logs", "frontend", "gcpause", "gate.safety", "gate.confusables"}
 BASE_PACKAGES = {"storage", "stores", "clients", "fakes"}
 USE_CASES = {"gate", "read", "write", "jobs"}
 

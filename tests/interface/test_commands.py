@@ -79,7 +79,7 @@ def test_show_text_has_every_metadata_line(app: Realmem) -> None:
 
 
 def test_manage_list_glyph_table(app: Realmem) -> None:
-    assert commands.manage_list(app) == {"text": "No memories.", "details": {"items": []}}
+    assert commands.manage_list(app) == {"text": "No memories.", "details": {"items": [], "conflicts": None}}
     m = add(app, "Build with make", ["src"])
     listed = commands.manage_list(app)
     row = next(line for line in listed["text"].splitlines() if "Build with make" in line)
