@@ -20,14 +20,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import sys
-import tempfile
 import unicodedata
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
+
+from vendoring import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "realmem" / "gate" / "unicode"
@@ -51,20 +51,6 @@ def fold(text: str) -> dict[str, str]:
             tgt = last if "CAPITAL" in name else last.lower()
         out[src] = tgt
     return dict(sorted(out.items()))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main() -> int:

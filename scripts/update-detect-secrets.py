@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import tempfile
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
+
+from vendoring import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "realmem" / "gate" / "detect_secrets"
@@ -52,20 +53,6 @@ for info in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda i: i.name)
                         "pattern": rx.pattern, "flags": flags})
 print(json.dumps(out))
 """
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main() -> int:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
+
+from vendoring import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "realmem" / "gate" / "gitleaks"
@@ -47,20 +48,6 @@ def from_git(git_dir: str, ref: str) -> tuple[str, bytes, bytes]:
 
     commit = git("rev-parse", f"{ref}^{{commit}}").decode().strip()
     return commit, git("show", f"{commit}:config/gitleaks.toml"), git("show", f"{commit}:LICENSE")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main() -> int:
