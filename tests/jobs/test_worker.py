@@ -95,6 +95,14 @@ def test_judge_down_queued_then_a_worker_process_handles_it(home: Path, repo: Pa
         app.close()
 
 
+def schema_fact(app):  # type: ignore[no-untyped-def]
+    """A user-requested fact, stored as an add (no judge, embedder down: work left queued)."""
+    out = remember(app, "Schema lives in db/schema.sql", "Edit `db/schema.sql`, then run `make migrate`.",
+                   paths=["db"], user_requested=True)
+    assert out.action == "add"
+    return out.memory
+
+
 def test_worker_rederives_work_after_the_queue_db_is_deleted(home: Path, repo: Path, servers, reap,
                                                              monkeypatch: pytest.MonkeyPatch):
     s1, emb, _ = servers
@@ -102,10 +110,7 @@ def test_worker_rederives_work_after_the_queue_db_is_deleted(home: Path, repo: P
     emb.down()
     app = open_attached(home, repo)
     try:
-        out = remember(app, "Schema lives in db/schema.sql", "Edit `db/schema.sql`, then run `make migrate`.",
-                       paths=["db"], user_requested=True)
-        assert out.action == "add"
-        m = out.memory
+        m = schema_fact(app)
         assert app.conn.execute("SELECT count(*) FROM urgency").fetchone()[0] == 0
         queue.enqueue_embed(app)
         queue.enqueue_urgency(app)
@@ -232,9 +237,7 @@ def test_a_damaged_queue_db_is_set_aside_and_its_work_rederived(home: Path, repo
     emb.down()
     app = open_attached(home, repo)
     try:
-        out = remember(app, "Schema lives in db/schema.sql", "Edit `db/schema.sql`, then run `make migrate`.",
-                       paths=["db"], user_requested=True)
-        assert out.action == "add"
+        schema_fact(app)
         for _ in range(200):  # a queue of several pages
             queue.enqueue_embed(app)
         h, _ = queue._HUEYS.pop(str(home.resolve()))

@@ -114,6 +114,15 @@ def shared_fact(home: Path, repo: Path):  # type: ignore[no-untyped-def]
     return m
 
 
+def session_before_pull(spawn: Any, home: Path, repo: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A shared fact, a teammate's clone, and a Pi session (rpc child) started before the pull."""
+    m = shared_fact(home, repo)
+    clone = teammate(repo, tmp_path)
+    c = spawn()
+    c.call("session_start", {"cwd": str(repo), "session": "s"})
+    return m, clone, c
+
+
 def rename_caption(clone: Path, old_file: str, caption: str) -> str:
     """The teammate renames the fact (new caption, file named after it) by hand and commits."""
     d = clone / ".pi" / "realmem"
@@ -128,10 +137,7 @@ def rename_caption(clone: Path, old_file: str, caption: str) -> str:
 
 def test_an_rpc_edit_after_a_pulled_rename_keeps_the_rename(spawn: Any, home: Path, repo: Path,
                                                            tmp_path: Path) -> None:
-    m = shared_fact(home, repo)
-    clone = teammate(repo, tmp_path)
-    c = spawn()
-    c.call("session_start", {"cwd": str(repo), "session": "s"})  # the child's only scan
+    m, clone, c = session_before_pull(spawn, home, repo, tmp_path)  # the child's only scan
     new_file = rename_caption(clone, m.file, "Deploys go through the release pipeline")
     pull(repo, clone)
 
@@ -152,10 +158,7 @@ def test_an_rpc_edit_after_a_pulled_rename_keeps_the_rename(spawn: Any, home: Pa
 
 def test_an_rpc_edit_after_a_pulled_delete_is_refused_and_writes_nothing(spawn: Any, home: Path, repo: Path,
                                                                         tmp_path: Path) -> None:
-    m = shared_fact(home, repo)
-    clone = teammate(repo, tmp_path)
-    c = spawn()
-    c.call("session_start", {"cwd": str(repo), "session": "s"})
+    m, clone, c = session_before_pull(spawn, home, repo, tmp_path)
     run_git(clone, "rm", "-q", f".pi/realmem/{m.file}")
     commit_all(clone, "the deploy fact is obsolete")
     pull(repo, clone)
@@ -173,10 +176,7 @@ def test_an_rpc_edit_after_a_pulled_delete_is_refused_and_writes_nothing(spawn: 
 
 def test_an_rpc_forget_after_a_pulled_rename_forgets_the_renamed_file(spawn: Any, home: Path, repo: Path,
                                                                      tmp_path: Path) -> None:
-    m = shared_fact(home, repo)
-    clone = teammate(repo, tmp_path)
-    c = spawn()
-    c.call("session_start", {"cwd": str(repo), "session": "s"})
+    m, clone, c = session_before_pull(spawn, home, repo, tmp_path)
     new_file = rename_caption(clone, m.file, "Deploys go through the release pipeline")
     pull(repo, clone)
 
