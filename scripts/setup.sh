@@ -13,6 +13,8 @@ if ! command -v tmux >/dev/null 2>&1; then
     echo "warning: tmux is not installed; the terminal tests will fail until it is" >&2
   fi
 fi
-npm ci --no-audit --no-fund --loglevel=error
+# A second try: npm's tar extraction can fail on a shared, concurrently written cache
+# (ENOENT "Cannot cd into node_modules/..."); npm ci starts again from a clean node_modules.
+npm ci --no-audit --no-fund --loglevel=error || { echo "npm ci failed; trying once more" >&2; npm ci --no-audit --no-fund --loglevel=error; }
 test -x .venv/bin/realmem  # created by the postinstall
 echo "realmem set up: .venv/bin/realmem, node_modules/.bin/pi"
