@@ -125,6 +125,9 @@ describe("without the core", () => {
 		const stored = pi.session.messages.find((m) => m.role === "toolResult");
 		assert.ok(stored && stored.role === "toolResult");
 		assert.equal(stored.content.map((c) => (c.type === "text" ? c.text : "")).join(""), "Tool ctx_memory not found");
+		// The user, who sees Pi's "not found" line, is told once what the model got instead.
+		const told = pi.notifications.filter((n) => n.message.includes(DISABLED));
+		assert.deepEqual(told, [{ message: `realmem: the model was told: ${DISABLED}`, level: "info" }]);
 	});
 });
 

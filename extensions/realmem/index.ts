@@ -349,14 +349,20 @@ export default function realmemExtension(pi: ExtensionAPI): void {
 
 	// A call to a hidden (deactivated) tool never reaches tool_call: Pi answers "Tool X not found"
 	// itself. Rewrite that answer in the copy the model gets, identically every time, so the
-	// prompt prefix stays byte-stable for the cache.
-	pi.on("context", (event) => {
+	// prompt prefix stays byte-stable for the cache. Pi's own line stays in the user's view, so
+	// the user is told once per call what the model was told instead.
+	const told = new Set<string>();
+	pi.on("context", (event, ctx) => {
 		let changed = false;
 		const messages = event.messages.map((message) => {
 			if (message.role !== "toolResult" || !message.isError || !realmem.isHidden(message.toolName)) return message;
 			const text = message.content.map((part) => (part.type === "text" ? part.text : "")).join("");
 			if (text !== `Tool ${message.toolName} not found`) return message;
 			changed = true;
+			if (!told.has(message.toolCallId)) {
+				told.add(message.toolCallId);
+				ctx.ui.notify(`realmem: the model was told: ${hiddenToolMessage(message.toolName)}`, "info");
+			}
 			return { ...message, content: [{ type: "text" as const, text: hiddenToolMessage(message.toolName) }] };
 		});
 		return changed ? { messages } : undefined;
