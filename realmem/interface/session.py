@@ -8,7 +8,7 @@ from typing import Any
 from realmem.read import missing, prompt
 from realmem.write import gitignore
 from realmem.app import Realmem
-from realmem.frontend import hint
+from realmem.frontend import hint, set_in
 from realmem.jobs.queue import ensure_worker
 from realmem.words import count
 from realmem.logs import get_logger
@@ -35,7 +35,12 @@ def start(app: Realmem) -> dict[str, Any]:
                      f"(realmem replaces {'it' if len(stripped) == 1 else 'them'}).")
     key = app.project.key if app.project else None
     queued = queries.queued_count(app.conn, key)
-    if queued:
+    if queued and not app.config["semif.url"]:
+        # The usual first-day state: nothing judges, so nothing is stored until a judge is set.
+        notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
+                     f"until a System One endpoint is set (semif.url, {set_in('semif.url')}); "
+                     "they are judged and stored then.")
+    elif queued:
         notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
                      f"(retried automatically; {hint('retry')}).")
     failed = queries.failed(app.conn, key)

@@ -99,7 +99,13 @@ def test_queued_candidates_of_this_project_are_counted(home: Path, repo: Path, t
     res = start(home, repo)
     assert res["queued"] == 2
     assert "2 candidate memories are queued for this project" in res["notification"]
+    # No judge is set (the first day): the note says what they wait for and where to set it.
+    assert "until a System One endpoint is set (semif.url, with realmem settings set semif.url VALUE)" \
+        in res["notification"]
     assert start(home, other)["queued"] == 1
+    monkeypatch.setenv("REALMEM_SEMIF_URL", "http://127.0.0.1:9")  # set, but unreachable: retried
+    res = start(home, repo)
+    assert "queued for this project (retried automatically; realmem retry)" in res["notification"]
 
 
 def test_unreadable_fact_files_are_a_warning(home: Path, repo: Path) -> None:
