@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from realmem.stores import ids
+from realmem.stores.pidir import is_global_context
 from realmem.app import Realmem
 from realmem.read.escape import inline
 from realmem.read.pathnotes import attached_counts
@@ -88,12 +89,14 @@ def strip_context_files(app: Realmem, system_prompt: str, context_files: list[di
 
 def stripped_files(app: Realmem) -> list[str]:
     """The context files Pi loads for this cwd (AGENTS.md / CLAUDE.md in the cwd and its
-    ancestors) that realmem will strip: imported and unchanged since."""
+    ancestors, and the global one in Pi's directory) that realmem will strip: imported and
+    unchanged since."""
     rows = queries.imported_paths(app.conn)
     ancestors = {app.cwd, *app.cwd.parents}
     out = []
     for path in rows:
         p = Path(path)
-        if p.parent in ancestors and p.is_file() and imported(app, path, p.read_text(encoding="utf-8", errors="replace")):
+        if ((p.parent in ancestors or is_global_context(p)) and p.is_file()
+                and imported(app, path, p.read_text(encoding="utf-8", errors="replace"))):
             out.append(path)
     return out

@@ -18,6 +18,7 @@ from typing import Any
 
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
+from realmem.stores.pidir import is_global_context, pi_dir
 from realmem.stores.project import SCOPES
 from realmem.read.prompt import file_hash, imported
 from realmem.words import count
@@ -33,9 +34,10 @@ CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
 STORED = (ev.MemoryAdded, ev.MemoryEdited, ev.Reinforced)
 
 
-def pi_dir() -> Path:
-    """The user's Pi directory, where Pi keeps the global AGENTS.md."""
-    return Path.home() / ".pi" / "agent"
+def default_scope(app: Realmem, path: Path) -> str | None:
+    """The scope a fact from ``path`` gets when none is given: global for the global file,
+    shared for a project's file, the judge's choice outside a project."""
+    return "global" if is_global_context(path) else "shared" if app.project is not None else None
 
 
 def refusal(app: Realmem, path: Path) -> str | None:
@@ -86,6 +88,9 @@ def candidates(app: Realmem) -> list[Path]:
             p = d / name
             if p.is_file() and p not in found:
                 found.append(p)
+    own = pi_dir() / "AGENTS.md"  # last: the project's own files first
+    if own.is_file() and own not in found:
+        found.append(own)
     return found
 
 
@@ -109,12 +114,15 @@ def _instruction(app: Realmem, path: Path, number: int, of: int) -> str:
              f"particular files" if where else "paths = the files or directories it is about (omit for "
              "project-wide facts)")
     part = f" (file {number} of {of}; the others follow one at a time)" if of > 1 else ""
+    scopes = ("This is the user's global context file, read in every project: leave scope out, so each "
+              "fact is stored global; use scope shared only for a fact about this project alone."
+              if is_global_context(path) else
+              "Leave scope out for team knowledge: it is stored shared, for everyone who clones the project. "
+              "Use scope personal for this machine only, global only for the user's general preferences.")
     return (
         f"Import this context file into realmem, which replaces it{part}. Split it into small, "
         "self-contained facts and store each with realmem_remember: caption = one-line summary, "
-        f"content = the fact with exact commands and names, {about}. Leave scope out for team "
-        "knowledge: it is stored shared, for everyone who clones the project. Use scope personal for "
-        "this machine only, global only for the user's general preferences. Skip boilerplate and "
+        f"content = the fact with exact commands and names, {about}. {scopes} Skip boilerplate and "
         "anything already known. When done, say how many facts you stored.\n\n"
         f"<file path=\"{path}\">\n{path.read_text(encoding='utf-8', errors='replace')}\n</file>"
     )
@@ -177,11 +185,14 @@ def remember_defaults(app: Realmem) -> tuple[str, list[str]] | None:
     """(scope, paths) a fact gets, when the agent leaves them out, while this session imports a
     project context file: shared, and the file's directory for a sub-directory's file."""
     running = _in_progress(app)
-    if running is None or not running[1] or app.project is None:
+    if running is None or not running[1]:
         return None
     path = Path(running[1][0])
+    scope = default_scope(app, path)
+    if scope is None:
+        return None
     where = _file_dir(app, path)
-    return "shared", [where] if where else []
+    return scope, [where] if where else []
 
 
 def finish(app: Realmem) -> dict[str, Any]:
@@ -266,11 +277,13 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
                 raise RealmemError(f'the chat model could not split {p.name}: its reply has no "facts" list')
             facts = [f for f in facts if isinstance(f, dict)]
             stored = 0
+            where = _file_dir(app, p)
             for i, f in enumerate(facts, 1):
                 try:
                     out = remember(app, str(f.get("caption", "")), str(f.get("content", "")),
-                                   scope=f.get("scope") if f.get("scope") in SCOPES else None,
-                                   paths=[str(x) for x in f.get("paths") or []], user_requested=True, source="import")
+                                   scope=f.get("scope") if f.get("scope") in SCOPES else default_scope(app, p),
+                                   paths=[str(x) for x in f.get("paths") or []] or ([where] if where else []),
+                                   user_requested=True, source="import")
                 except RealmemError as exc:  # one malformed fact from the model must not lose the others
                     report["outcomes"].append(f"Skipped a fact from {p.name}: {exc}")
                 else:

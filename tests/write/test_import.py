@@ -453,3 +453,55 @@ def test_import_headless_never_sends_a_linked_key_to_the_chat_model(home: Path, 
                           "import", "AGENTS.md"], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 1 and "outside the project" in res.stderr and "Traceback" not in res.stderr
     assert linked_key.splitlines()[1] not in json.dumps([r.body for r in chat.requests])
+
+
+# --- the global context file ------------------------------------------------------------------------
+
+GLOBAL = "# My preferences\nAnswer tersely. Prefer pnpm over npm in every project.\n"
+
+
+def test_the_global_agents_md_is_offered_last_and_its_facts_go_to_the_global_store(
+        home: Path, files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from realmem.interface import tools
+
+    agent_dir = tmp_path / "pi-agent"  # Pi's directory, moved as Pi itself allows
+    agent_dir.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent_dir))
+    own = agent_dir / "AGENTS.md"
+    own.write_text(GLOBAL, encoding="utf-8")
+    with open_app(home, files, "s1") as a:
+        res = importer.begin(a, [])
+        assert res["files"] == [str(files / "AGENTS.md"), str(files / "CLAUDE.md"), str(own)]
+        a.emit([])  # nothing stored from the project's files in this run
+        importer.finish(a)
+        last = importer.finish(a)
+        assert last["prompt"] is not None and "global context file" in last["prompt"] and GLOBAL in last["prompt"]
+        out = tools.remember(a, caption="Prefer pnpm over npm", content="Use pnpm, not npm, in every project.",
+                             user_requested=True)  # scope left out, as the instruction says
+        assert a.memory(a.resolve(out["details"]["id"])).store == "global"  # type: ignore[union-attr]
+        done = importer.finish(a)
+        assert done["imported"] == [str(own)]
+    # Another project's session: the fact is there, and Pi's block of the file is cut.
+    other = files.parent / "other"
+    other.mkdir()
+    with open_app(home, other, "s2") as b:
+        assert [m.caption for m in b.memories()] == ["Prefer pnpm over npm"]
+        assert prompt.stripped_files(b) == [str(own)]
+        system = f"base{prompt.CONTEXT_HEADER}## {own}\n\n{GLOBAL}\n\nrest"
+        cut, stripped = prompt.strip_context_files(b, system, [{"path": str(own), "content": GLOBAL}])
+        assert stripped == [str(own)] and GLOBAL not in cut
+
+
+def test_a_headless_import_of_the_global_file_stores_global_facts(home: Path, files: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi-agent"))
+    own = tmp_path / "pi-agent" / "AGENTS.md"
+    own.parent.mkdir()
+    own.write_text(GLOBAL, encoding="utf-8")
+    chat.script([facts_json({"caption": "Answer tersely", "content": "Keep answers short.", "paths": []})])
+    with open_app(home, files, "cli") as a:
+        rep = importer.import_headless(a, [str(own)])
+        assert rep["files"] == [str(own)] and rep["stored"] == 1
+        assert [m.store for m in a.memories()] == ["global"]
