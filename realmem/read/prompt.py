@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from realmem.stores import ids
+from realmem.stores import imported as imported_mark
 from realmem.stores.pidir import is_global_context
 from realmem.app import Realmem
 from realmem.read.escape import inline
@@ -58,7 +59,13 @@ def _abs(app: Realmem, path: str) -> str:
 def imported(app: Realmem, path: str, content: str) -> bool:
     """Imported, and unchanged since (a changed file has facts realmem does not know yet)."""
     recorded = queries.imported_hash(app.conn, _abs(app, path))
-    return recorded is not None and recorded == file_hash(content)
+    if recorded is not None and recorded == file_hash(content):
+        return True
+    # Imported on a teammate's machine, its facts pulled with the shared store's record.
+    if app.project is None:
+        return False
+    rel = imported_mark.relative(app.project.root, Path(_abs(app, path)))
+    return rel is not None and imported_mark.marks(app.project.root).get(rel) == file_hash(content)
 
 
 # What Pi writes before the context-file blocks (pi-coding-agent 0.73.1, core/system-prompt.js).
@@ -92,6 +99,8 @@ def stripped_files(app: Realmem) -> list[str]:
     ancestors, and the global one in Pi's directory) that realmem will strip: imported and
     unchanged since."""
     rows = queries.imported_paths(app.conn)
+    if app.project is not None:  # and what teammates imported into the shared store
+        rows = list(dict.fromkeys([*rows, *(str(app.project.root / rel) for rel in imported_mark.marks(app.project.root))]))
     ancestors = {app.cwd, *app.cwd.parents}
     out = []
     for path in rows:

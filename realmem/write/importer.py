@@ -18,6 +18,8 @@ from typing import Any
 
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
+from realmem.logs import get_logger
+from realmem.stores import imported as imported_mark
 from realmem.stores.pidir import is_global_context, pi_dir
 from realmem.stores.project import SCOPES
 from realmem.read.prompt import file_hash, imported
@@ -31,6 +33,7 @@ from realmem.gate.remember import remember
 KEPT_ACTIONS = (ev.Action.ADD, ev.Action.EDIT, ev.Action.MERGE, ev.Action.REINFORCE, ev.Action.WIDEN)
 
 CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
+logger = get_logger(__name__)
 STORED = (ev.MemoryAdded, ev.MemoryEdited, ev.Reinforced)
 
 
@@ -195,6 +198,16 @@ def remember_defaults(app: Realmem) -> tuple[str, list[str]] | None:
     return scope, [where] if where else []
 
 
+def _mark_shared(app: Realmem, path: Path, digest: str) -> None:
+    """Facts from ``path`` went to the shared store: record the import there too, so a
+    teammate's clone strips the file once it has pulled them (``stores/imported.py``)."""
+    if app.project is not None and not is_global_context(path):
+        try:
+            imported_mark.mark(app.project.root, path, digest)
+        except OSError as exc:  # the import itself is recorded; only teammates miss the strip
+            logger.warning("import marker not written", path=str(path), error=str(exc))
+
+
 def finish(app: Realmem) -> dict[str, Any]:
     key = app.project.key if app.project else None
     running = _in_progress(app)
@@ -209,9 +222,15 @@ def finish(app: Realmem) -> dict[str, Any]:
         f"SELECT count(*) FROM events WHERE seq > ? AND session IS ? AND type IN "
         f"({','.join('?' * len(STORED))})", (started, app.session, *[t.TYPE for t in STORED])).fetchone()[0]
     events: list[ev.Event] = []
+    shared = app.conn.execute(
+        f"SELECT count(*) FROM events WHERE seq > ? AND session IS ? AND store IS ? AND type IN "
+        f"({','.join('?' * len(STORED))})",
+        (started, app.session, app.project.shared_store if app.project else None, *[t.TYPE for t in STORED])).fetchone()[0]
     if stored and current.is_file():
-        events.append(ev.ContextImported(str(current), key,
-                                         file_hash(current.read_text(encoding="utf-8", errors="replace")), stored))
+        digest = file_hash(current.read_text(encoding="utf-8", errors="replace"))
+        events.append(ev.ContextImported(str(current), key, digest, stored))
+        if shared:
+            _mark_shared(app, current, digest)
         text = (f"Imported {current.name} ({count(stored, 'fact')} stored). realmem now replaces it in the prompt.")
     elif current.is_file() and unchanged(app, [current]) == [current]:  # a forced re-import of a file realmem replaces
         text = f"No new facts were stored; {current.name} stays imported from the earlier import."
@@ -276,7 +295,7 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
             if not isinstance(facts, list):  # another shape is the model's mistake, not "no facts"
                 raise RealmemError(f'the chat model could not split {p.name}: its reply has no "facts" list')
             facts = [f for f in facts if isinstance(f, dict)]
-            stored = 0
+            stored = shared = 0
             where = _file_dir(app, p)
             for i, f in enumerate(facts, 1):
                 try:
@@ -289,10 +308,14 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
                 else:
                     report["outcomes"].append(out.text)
                     stored += out.action in KEPT_ACTIONS
+                    shared += out.action in KEPT_ACTIONS and app.project is not None and \
+                        out.memory is not None and out.memory.store == app.project.shared_store
                 if progress:
                     progress(i, len(facts), p.name)
             if stored:
                 app.emit([ev.ContextImported(str(p), key, file_hash(text), stored)])
+                if shared:
+                    _mark_shared(app, p, file_hash(text))
                 report["files"].append(str(p))
             report["stored"] += stored
     finally:

@@ -71,6 +71,8 @@ def test_each_file_is_imported_only_by_the_facts_stored_from_it(home: Path, file
         store_fact(a)
         first = importer.finish(a)
         assert first["imported"] == [str(files / "AGENTS.md")]
+        assert (files / ".pi" / "realmem" / ".imported").read_text(encoding="utf-8") == \
+            f"{prompt.file_hash(AGENTS)} AGENTS.md\n"  # its fact went shared: recorded for teammates
         assert CLAUDE in first["prompt"] and AGENTS not in first["prompt"] and "file 2 of 2" in first["prompt"]
         assert "Next: CLAUDE.md." in first["text"]
         second = importer.finish(a)  # the agent stored nothing from CLAUDE.md
@@ -505,3 +507,41 @@ def test_a_headless_import_of_the_global_file_stores_global_facts(home: Path, fi
         rep = importer.import_headless(a, [str(own)])
         assert rep["files"] == [str(own)] and rep["stored"] == 1
         assert [m.store for m in a.memories()] == ["global"]
+
+
+# --- a teammate's clone ------------------------------------------------------------------------------
+
+def test_a_teammate_who_pulls_the_shared_facts_gets_the_imported_file_stripped(
+        home: Path, files: Path, tmp_path: Path, git, servers: tuple[FakeSystemOne, FakeChat]) -> None:  # type: ignore[no-untyped-def]
+    """The import is recorded in the shared store (.pi/realmem/.imported, committed with the
+    facts), so a clone on another machine (another REALMEM_HOME) strips AGENTS.md too, and
+    stops as soon as the file changes."""
+    _, chat = servers
+    chat.script([facts_json({"caption": "Run make test before pushing", "content": "Run `make test` before every push.",
+                             "paths": []})])
+    with open_app(home, files, "cli") as a:
+        rep = importer.import_headless(a, ["AGENTS.md"])
+        assert rep["stored"] == 1
+    marker = files / ".pi" / "realmem" / ".imported"
+    assert marker.read_text(encoding="utf-8") == f"{prompt.file_hash(AGENTS)} AGENTS.md\n"
+    git(files, "add", "-A")
+    git(files, "commit", "-q", "-m", "import AGENTS.md")
+    clone = tmp_path / "teammate"
+    git(tmp_path, "clone", "-q", str(files), str(clone))
+    with open_app(tmp_path / "teammate-home", clone, "t1") as b:
+        assert [m.caption for m in b.memories()] == ["Run make test before pushing"]
+        assert prompt.imported(b, str(clone / "AGENTS.md"), AGENTS)
+        assert prompt.stripped_files(b) == [str(clone / "AGENTS.md")]
+        assert not prompt.imported(b, str(clone / "CLAUDE.md"), CLAUDE)  # never imported
+        assert not prompt.imported(b, str(clone / "AGENTS.md"), AGENTS + "\nA new rule.\n")  # changed since
+
+
+def test_an_import_whose_facts_are_all_personal_is_not_recorded_for_teammates(
+        home: Path, files: Path, servers: tuple[FakeSystemOne, FakeChat]) -> None:
+    _, chat = servers
+    chat.script([facts_json({"caption": "My editor is vim", "content": "I edit with vim here.", "paths": [],
+                             "scope": "personal"})])
+    with open_app(home, files, "cli") as a:
+        assert importer.import_headless(a, ["AGENTS.md"])["stored"] == 1
+        assert prompt.imported(a, str(files / "AGENTS.md"), AGENTS)  # this machine strips it
+    assert not (files / ".pi" / "realmem" / ".imported").exists()  # a teammate has not got the facts
