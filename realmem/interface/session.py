@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from realmem.read import missing, prompt
-from realmem.write import gitignore
+from realmem.write import gitignore, observe
 from realmem.app import Realmem
 from realmem.frontend import hint, set_in
 from realmem.jobs.queue import ensure_worker
@@ -33,6 +33,13 @@ def start(app: Realmem) -> dict[str, Any]:
         # Pi's own startup list still shows them under [Context]; say they are not in the prompt.
         notes.append(f"Imported, so not in the prompt: {', '.join(_display(app, p) for p in stripped)} "
                      f"(realmem replaces {'it' if len(stripped) == 1 else 'them'}).")
+    moved = observe.rekeyed(app, app.project) if app.project is not None else None
+    if moved is not None and app.project is not None:
+        # Told once: the user may wonder why personal facts moved, or where they had gone.
+        notes.append(f"The project key changed ({moved['from'][:16]}… → {moved['to'][:16]}…: a shallow clone "
+                     f"unshallowed, or history rewritten); {count(moved['count'], 'personal memory', 'personal memories')} "
+                     "moved with it.")
+        (app.store_dir(app.project.personal_store) / observe.REKEYED_FILE).unlink(missing_ok=True)
     key = app.project.key if app.project else None
     queued = queries.queued_count(app.conn, key)
     if queued and not app.config["semif.url"]:

@@ -182,6 +182,14 @@ def pin_shared_key(project: Project) -> None:
     _write_key(f, project.key)
 
 
+def in_history(root: Path, key: str) -> bool:
+    """Whether ``key``'s commit is in the history of ``root``'s HEAD: a key this repository
+    once had (a shallow clone's since unshallowed, a root before an amend), not another's."""
+    sha = key.removeprefix("git-")
+    return key.startswith("git-") and bool(_SHA.fullmatch(sha)) and \
+        _git(root, "merge-base", "--is-ancestor", sha, "HEAD") is not None
+
+
 def _write_key(f: Path, key: str) -> None:
     try:
         if _read(str(f)) is None:

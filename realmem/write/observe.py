@@ -32,6 +32,7 @@ from realmem.storage import db, fsutil
 from realmem.storage.lock import LockTimeout
 from realmem.logs import get_logger
 from realmem.stores import ids
+from realmem.stores import project as project_mod
 from realmem.stores.project import GLOBAL, Project, default_path
 from realmem.write import factfiles
 from realmem.projections import queries
@@ -571,12 +572,16 @@ def _identify(app: Realmem, store: str, name: str, parsed: files.Parsed, old_id:
                     f"{ids.short(old_id)} is replaced by {ids.short(new_id)} (its use counts start again)")
 
 
-def migrate_path_store(app: Realmem, project: Project) -> None:
-    """After the first commit, move personal memories from the path key to the git key."""
-    old_store = f"personal:{project.path_key}"
+REKEYED_FILE = "rekeyed.json"  # in the new personal store: what moved, told once at session start
+
+
+def move_personal_store(app: Realmem, project: Project, old_key: str) -> int:
+    """Move the personal memories kept under ``old_key`` to the project's key, leave a note
+    for the next session start to tell the user, and return how many moved."""
+    old_store = f"personal:{old_key}"
     rows = queries.memory_ids(app.conn, old_store)
     if not rows:
-        return
+        return 0
     new_store = project.personal_store
     events: list[ev.Event] = []
     taken = app.taken_names(new_store)
@@ -595,6 +600,20 @@ def migrate_path_store(app: Realmem, project: Project) -> None:
         old_dir.rmdir()
     except OSError:
         pass
+    if not old_key.startswith("path-"):  # a first commit is expected; a changed git key is news
+        moved = rekeyed(app, project) or {"count": 0}
+        note = {"from": old_key, "to": project.key, "count": moved["count"] + len(events)}
+        fsutil.atomic_write_text(app.store_dir(new_store) / REKEYED_FILE, json.dumps(note) + "\n")
+    return len(events)
+
+
+def rekeyed(app: Realmem, project: Project) -> dict | None:
+    """The note a key change left in the personal store (``from``, ``to``, ``count``), if any."""
+    try:
+        note = json.loads((app.store_dir(project.personal_store) / REKEYED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return note if isinstance(note, dict) and isinstance(note.get("count"), int) else None
 
 
 # --- attaching a working directory's stores -------------------------------------------------
@@ -607,11 +626,11 @@ def open_attached(home: str | Path | None = None, cwd: str | Path | None = None,
 
 def attach(app: Realmem, *, scan: bool = True) -> Realmem:
     """Register the stores visible from the app's working directory (with their current
-    directories), move a path-keyed personal store to its git key, and with ``scan`` record
+    directories), move a personal store left under an old key of the project to its key, and with ``scan`` record
     outside changes (large unchanged stores are not stat'ed file by file).  Returns ``app``."""
     register_stores(app)
     if app.project is not None and app.project.key.startswith("git-"):
-        migrate_path_keyed(app, app.project)
+        rekey_personal(app, app.project)
     if scan:
         scan_stores(app, full=False)
     return app
@@ -649,22 +668,28 @@ def _write_project_json(app: Realmem, p: Project) -> None:
     fsutil.atomic_write_text(f, json.dumps(data, indent=2) + "\n")
 
 
-def migrate_path_keyed(app: Realmem, p: Project) -> None:
-    """A project that got its first commit: its personal memories and queued candidates move
-    from the path key to the git key (deferred while the write lease is busy)."""
-    old_store = f"personal:{p.path_key}"
-    try:
-        if queries.has_memories(app.conn, old_store):
-            with app.write_lease(0):  # only when there is something to move
-                migrate_path_store(app, p)
-    except WriteBusy:
-        logger.info("rekey.deferred", project_key=p.key, reason="write lease busy")
-    _rekey_pending(app, p)
+def rekey_personal(app: Realmem, p: Project) -> None:
+    """Personal memories and queued candidates kept under an old key of this project follow it
+    to its key (deferred while the write lease is busy): the path key, after the first commit;
+    a git key that this checkout used before and whose commit is in its history now (a
+    shallow clone since unshallowed, a key file lost after an amended root or a merge)."""
+    old_keys = [p.path_key] + [
+        key for store, (kind, _d, key, root) in queries.store_registrations(app.conn).items()
+        if kind == "personal" and root == str(p.root) and key and key.startswith("git-") and key != p.key
+        and queries.has_memories(app.conn, store) and project_mod.in_history(p.root, key)]
+    for old_key in old_keys:
+        try:
+            if queries.has_memories(app.conn, f"personal:{old_key}"):
+                with app.write_lease(0):  # only when there is something to move
+                    move_personal_store(app, p, old_key)
+        except WriteBusy:
+            logger.info("rekey.deferred", project_key=p.key, reason="write lease busy")
+        _rekey_pending(app, p, old_key)
 
 
-def _rekey_pending(app: Realmem, p: Project) -> None:
-    """Queued candidates follow the project to its git key, as the personal store does."""
-    rows = queries.pending_ids(app.conn, p.path_key)
+def _rekey_pending(app: Realmem, p: Project, old_key: str) -> None:
+    """Queued candidates follow the project to its key, as the personal store does."""
+    rows = queries.pending_ids(app.conn, old_key)
     if rows:
         app.emit([ev.CandidateMoved(cid, p.key, str(p.root)) for cid in rows])
-        logger.info("queue.rekeyed", old=p.path_key, project_key=p.key, count=len(rows))
+        logger.info("queue.rekeyed", old=old_key, project_key=p.key, count=len(rows))
