@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "rewriter.key": "",
     "rewriter.model": "",
     "rewriter.timeout": 60.0,
+    # With no semif.url: "chat" asks the chat endpoint (rewriter.url, else Pi's model over the
+    # bridge) the System One questions; "queue" keeps candidates queued until semif.url is set.
+    "judge.fallback": "chat",
     # Remember gate thresholds (spec: "Decision").
     "gate.neighbors": 254,            # RRF-fused neighbours at most
     "gate.judgeNeighbors": 15,        # neighbours shown to the judge
@@ -98,7 +101,8 @@ ORDERED = (("pathNotes.mid", "pathNotes.high"), ("gate.judgeNeighbors", "gate.ne
 
 
 # Settings with a fixed set of values.
-CHOICES = {"embedding.local": ("e5+use", "multilingual-e5-small", "off"), "recall.relevance": ("semif", "off")}
+CHOICES = {"embedding.local": ("e5+use", "multilingual-e5-small", "off"), "recall.relevance": ("semif", "off"),
+           "judge.fallback": ("chat", "queue")}
 
 
 # Command-line overrides for this process (``--max-questions``): they win over the environment

@@ -70,6 +70,11 @@ class ChatClient(ModelClient):
     def complete(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
                  max_tokens: int | None = None) -> str:
         """The text of ``choices[0].message.content``."""
+        return self.completion(messages, temperature=temperature, max_tokens=max_tokens)[0]
+
+    def completion(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
+                   max_tokens: int | None = None) -> tuple[str, str, dict[str, float]]:
+        """(text, answering model, numeric usage): the judge records who answered and the cost."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
@@ -77,10 +82,14 @@ class ChatClient(ModelClient):
         try:
             text = _content_text(reply["choices"][0]["message"]["content"])
         except (KeyError, IndexError, TypeError) as exc:
-            raise EndpointError(f"the rewriter's reply has no choices[0].message ({self.url})") from exc
+            raise EndpointError(f"the {self.endpoint_name}'s reply has no choices[0].message ({self.url})") from exc
         if text is None:
-            raise EndpointError(f"the rewriter's reply has no text content ({self.url})")
-        return text
+            raise EndpointError(f"the {self.endpoint_name}'s reply has no text content ({self.url})")
+        model = reply.get("model") if isinstance(reply.get("model"), str) else self.model
+        raw_usage = reply.get("usage")
+        usage = {k: float(v) for k, v in raw_usage.items()
+                 if isinstance(v, int | float) and not isinstance(v, bool)} if isinstance(raw_usage, dict) else {}
+        return text, model, usage
 
     def complete_json(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
                       max_tokens: int | None = None) -> dict[str, Any]:

@@ -114,6 +114,8 @@ class AnswerTrace:
 @attrs.define
 class JudgeTrace:
     configured: bool = False
+    judge: str | None = None           # semif | chat:<model>: who answered
+    usage: dict[str, float] = attrs.Factory(dict)  # tokens as the endpoint counted them
     error: str | None = None
     model: str | None = None
     requests: int | None = None

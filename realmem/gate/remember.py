@@ -48,7 +48,8 @@ from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
-from realmem.jobs.rewrite import rewrite
+from realmem.jobs.rewrite import chat_client, rewrite
+from realmem.clients.chatjudge import ChatJudge
 from realmem.projections import queries
 
 logger = get_logger("realmem.gate.remember")
@@ -392,7 +393,13 @@ def _ask_judge(app: Realmem, cand: Candidate, shown: list[Memory], stored: list[
     """The judge's answers, combined over shards; None when no judge is configured and the user
     asked for the memory.  Raises ``_Queue`` when the judge cannot answer now."""
     cfg = app.config
-    client = judge.client(cfg)
+    client: Any = judge.client(cfg)
+    name, max_options = "semif", int(cfg["semif.maxOptions"])
+    if client is None and cfg["judge.fallback"] == "chat":
+        chat = chat_client(app)
+        if chat.configured:
+            # One request per candidate: a chat model takes every option at once, no shards.
+            client, name, max_options = ChatJudge(chat), "chat", 255
     if client is None:
         trace.judge = JudgeTrace(configured=False)
         if cand.user_requested:
@@ -401,21 +408,23 @@ def _ask_judge(app: Realmem, cand: Candidate, shown: list[Memory], stored: list[
     jn = [judge.Neighbour(ids.short(m.id), m.caption, m.content, _scope_label(m.store), m.paths) for m in shown]
     has_paths = judge.specific_paths(stored)
     state = judge.build_state(cand.caption, cand.content, stored if has_paths else [], cand.scope, jn)
-    qs, shards = judge.questions(jn, has_paths=has_paths, max_options=int(cfg["semif.maxOptions"]))
+    qs, shards = judge.questions(jn, has_paths=has_paths, max_options=max_options)
+    label = "the SemIf judge" if name == "semif" else "the chat judge"
     try:
         with _timed(trace, "judge_s"):
             answers = client.ask(state, qs)
     except EndpointUnavailable as exc:
-        trace.judge = JudgeTrace(configured=True, error=str(exc))
-        raise _Queue("the SemIf judge is unreachable", exc.retry_after) from None
+        trace.judge = JudgeTrace(configured=True, judge=name, error=str(exc))
+        raise _Queue(f"{label} is unreachable", exc.retry_after) from None
     except EndpointError as exc:
-        trace.judge = JudgeTrace(configured=True, error=str(exc))
-        raise _Queue(f"the SemIf judge refused the request ({exc})", permanent=True) from None
+        trace.judge = JudgeTrace(configured=True, judge=name, error=str(exc))
+        raise _Queue(f"{label} refused the request ({exc})", permanent=True) from None
     finally:
         client.close()
     combined = judge.combine(answers, shards)
     trace.judge = JudgeTrace(
-        configured=True, model=answers.model, requests=answers.requests, state=state,
+        configured=True, judge=name if name == "semif" else client.name, usage=dict(answers.usage),
+        model=answers.model, requests=answers.requests, state=state,
         questions={name: q.to_wire() for name, q in qs.items()},
         raw={name: judge.raw_answer(a) for name, a in answers.items()},
         answers={name: AnswerTrace(**judge.answer_summary(a)) for name, a in combined.items()},
@@ -772,7 +781,9 @@ def _render_judge(j: JudgeTrace) -> list[str]:
         return ["Judge: not configured"]
     if j.error:
         return [f"Judge: {j.error}"]
-    out = [f"Judge: {j.model} ({count(int(j.requests or 0), 'request')})"]
+    usage = f", {int(j.usage['total_tokens'])} tokens" if "total_tokens" in j.usage else ""
+    who = j.judge if (j.judge or "").startswith("chat:") else j.model  # a System One trace names its model
+    out = [f"Judge: {who} ({count(int(j.requests or 0), 'request')}{usage})"]
     for name, a in j.answers.items():
         if a.type == "choice":
             probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a.probabilities.items(), key=lambda kv: -kv[1])[:5])

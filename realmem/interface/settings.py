@@ -69,6 +69,9 @@ SCHEMA: dict[str, tuple[str, str]] = {
     "freshness.enabled": ("Path notes", "Flag memories whose paths changed in git after they were written "
                                         "(path notes, recall, manage, `realmem stale`)."),
     "recall.pageSize": ("Recall", "Memories per page of realmem_recall."),
+    "judge.fallback": ("Endpoints", "chat: with no SemIf endpoint, the chat model (rewriter.url, else Pi's current "
+                       "model) answers the System One questions in one request per candidate; queue: keep "
+                       "candidates queued until semif.url is set."),
     "recall.relevance": ("Recall", "semif: with a System One endpoint set, one request per recall asks it which "
                          "of the 10 best candidates answer the question (the others show as weak matches); "
                          "off: the similarity rule alone decides (docs/recall.md)."),

@@ -321,6 +321,7 @@ def test_embedder_down_uses_bm25_neighbours_only(app: Realmem, servers):
 
 def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("REALMEM_SEMIF_URL")
+    monkeypatch.setenv("REALMEM_JUDGE_FALLBACK", "queue")
     out = remember(app, *JEST)
     assert out.action == "queue" and out.queued and "not configured" in out.text
     queued = of_type(app, ev.CandidateQueued)
@@ -561,3 +562,52 @@ def test_an_unreachable_judge_is_retried_without_end(app: Realmem, servers):
         retry(app, force=True)
     (reason,), = app.conn.execute("SELECT reason FROM pending").fetchall()
     assert not reason.startswith("failed")
+
+
+# --- the chat judge (no System One endpoint) -------------------------------------------------------
+
+def chat_answers(**choices: str) -> str:
+    """The chat judge's JSON for a candidate: confident picks, a useful lasting shared fact."""
+    def pick(name: str, options: list[str]) -> dict:  # type: ignore[type-arg]
+        want = choices.get(name, options[0])
+        return {"probabilities": {o: (0.9 if o == want else 0.1 / (len(options) - 1)) for o in options}}
+    answers = {"importance": {"probabilities": {"0": 0, "1": 0, "2": 0.2, "3": 0.6, "4": 0.2}},
+               "durable": {"probabilities": {"true": 0.9, "false": 0.1}},
+               "unsafe": {"probabilities": {"true": 0.05, "false": 0.95}},
+               "scope": pick("scope", ["shared", "global", "personal"]),
+               "path_urgency": {"probabilities": {"0": 0.1, "1": 0.8, "2": 0.1}}}  # ignored when not asked
+    if "neighbour" in choices:
+        ids_ = ["none", choices["neighbour"]]
+        for name in ("covered_by", "conflict_with", "merge_with"):
+            answers[name] = pick(name, ids_) if name in choices else pick("x", ids_)
+        answers["action"] = pick("action", ["add", "edit", "merge", "reinforce"])
+    return json.dumps({"answers": answers})
+
+
+def test_without_system_one_the_chat_model_judges(app: Realmem, servers, monkeypatch: pytest.MonkeyPatch):
+    _, _, chat = servers
+    monkeypatch.delenv("REALMEM_SEMIF_URL")
+    chat.script(chat_answers())
+    added = remember(app, *JEST, paths=["packages/a"])
+    assert added.action == "add", added.text
+    assert added.trace.judge.judge == "chat:fake-chat" and added.trace.judge.usage["total_tokens"] > 0
+    assert "Judge: chat:fake-chat (1 request" in render_trace(added.trace)
+    chat.script([chat_answers(neighbour=sid(added.memory), conflict_with=sid(added.memory), action="edit"),
+                 json.dumps({"caption": VITEST[0], "content": VITEST[1]})])
+    edited = remember(app, *VITEST, paths=["packages/a"])
+    assert edited.action == "edit" and edited.memory.id == added.memory.id
+    assert edited.trace.decision.rule == "conflict-with"
+    chat.script(chat_answers(neighbour=sid(added.memory), covered_by=sid(added.memory), action="reinforce"))
+    same = remember(app, "Vitest runs the unit tests", "The unit tests run on vitest via `pnpm test`.",
+                    paths=["packages/a"])
+    assert same.action == "reinforce" and same.memory.id == added.memory.id
+
+
+def test_an_unusable_chat_judgement_queues_with_the_reason(app: Realmem, servers, monkeypatch: pytest.MonkeyPatch):
+    _, _, chat = servers
+    monkeypatch.delenv("REALMEM_SEMIF_URL")
+    chat.script('{"answers": {"durable": {"probabilities": {"true": 2}}}}')
+    out = remember(app, *JEST)
+    assert out.action == "queue"
+    assert "the chat judge refused the request" in out.text and "lacks an answer" in out.text
+    assert out.trace.judge.judge == "chat"

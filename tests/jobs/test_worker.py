@@ -107,6 +107,7 @@ def test_worker_rederives_work_after_the_queue_db_is_deleted(home: Path, repo: P
                                                              monkeypatch: pytest.MonkeyPatch):
     s1, emb, _ = servers
     monkeypatch.delenv("REALMEM_SEMIF_URL")  # hand-added memory: no judge, so no urgency yet
+    monkeypatch.setenv("REALMEM_JUDGE_FALLBACK", "queue")  # nor the chat judge
     emb.down()
     app = open_attached(home, repo)
     try:
@@ -234,6 +235,7 @@ def test_a_damaged_queue_db_is_set_aside_and_its_work_rederived(home: Path, repo
                                                                monkeypatch: pytest.MonkeyPatch, damage: str):
     s1, emb, _ = servers
     monkeypatch.delenv("REALMEM_SEMIF_URL")
+    monkeypatch.setenv("REALMEM_JUDGE_FALLBACK", "queue")  # no judge at all
     emb.down()
     app = open_attached(home, repo)
     try:
