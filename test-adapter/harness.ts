@@ -114,7 +114,10 @@ export async function createEnv(files: Record<string, string> = {}): Promise<Tes
 	process.env.REALMEM_WORKER_IDLESECONDS = "2";
 	process.env.PI_CODING_AGENT_DIR = env.agentDir;
 	// The core must never reach a network endpoint from tests.
-	for (const key of Object.keys(process.env)) if (/^REALMEM_(SEMIF|EMBEDDING|REWRITER)_/.test(key)) delete process.env[key];
+	for (const key of Object.keys(process.env)) if (/^REALMEM_(SEMIF|EMBEDDING|REWRITER|JUDGE)_/.test(key)) delete process.env[key];
+	// The faux model plays the agent; a test about the chat judge (judge.test.ts) turns it on and
+	// scripts the judge's answers. Everywhere else remember behaves as with no judge at all.
+	process.env.REALMEM_JUDGE_FALLBACK = "queue";
 	const all = { "README.md": "# demo\n", ...files };
 	for (const [path, content] of Object.entries(all)) {
 		await mkdir(join(env.cwd, path, ".."), { recursive: true });
@@ -235,8 +238,9 @@ export interface PiHarness {
 	notifications: Notification[];
 	statuses: Array<string | undefined>;
 	extensionErrors: string[];
-	/** Queue assistant turns: each item is a tool call ([name, args]) or final text. */
-	script(...steps: Array<string | [string, Record<string, unknown>]>): void;
+	/** Queue assistant turns: each item is a tool call ([name, args]), final text, or a function
+	 * of the request that returns the text (a judge's answer depends on the ids it was shown). */
+	script(...steps: Step[]): void;
 	/** Emit session_shutdown (dispose() alone does not) and dispose. */
 	close(): Promise<void>;
 }
@@ -251,6 +255,8 @@ export interface OpenOptions {
 	keepRecentTokens?: number;
 }
 
+type Step = string | [string, Record<string, unknown>] | ((context: Context) => string);
+
 let fauxCounter = 0;
 
 export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<PiHarness> {
@@ -258,7 +264,7 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 	const faux = registerFauxProvider({ provider, models: [{ id: "scripted", contextWindow: 200_000 }] });
 	const systemPrompts: string[] = [];
 	const contexts: Context[] = [];
-	const queued: Array<string | [string, Record<string, unknown>]> = [];
+	const queued: Step[] = [];
 	let toolCallCounter = 0;
 	const respond = (context: Context): AssistantMessage => {
 		systemPrompts.push(context.systemPrompt ?? "");
@@ -266,6 +272,7 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 		const step = queued.shift();
 		if (step === undefined) return fauxAssistantMessage("(script exhausted)");
 		if (typeof step === "string") return fauxAssistantMessage(step);
+		if (typeof step === "function") return fauxAssistantMessage(step(context));
 		return fauxAssistantMessage(fauxToolCall(step[0], step[1], { id: `call_${provider}_${++toolCallCounter}` }), {
 			stopReason: "toolUse",
 		});

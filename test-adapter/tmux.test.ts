@@ -55,6 +55,8 @@ describe("pi in tmux: /realmem manage and settings", () => {
 			REALMEM_HOME: env.realmemHome,
 			PI_CODING_AGENT_DIR: env.agentDir,
 			REALMEM_WORKER_IDLESECONDS: "2",
+			// The fake chat model plays the agent, not the judge (judge.test.ts covers that).
+			REALMEM_JUDGE_FALLBACK: "queue",
 			GIT_CONFIG_GLOBAL: "/dev/null",
 			GIT_CONFIG_NOSYSTEM: "1",
 			// no fd/ripgrep downloads, no update check, no telemetry
