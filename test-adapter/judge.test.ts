@@ -57,7 +57,7 @@ describe("remember in the first session, judged by Pi's own model", { skip: !exi
 		env = await createEnv();
 		delete process.env.REALMEM_JUDGE_FALLBACK; // the default: judge with the chat model
 		// A queued candidate's retry would ask the faux model too and take a scripted answer.
-		process.env.REALMEM_QUEUE_BASEBACKOFFSECONDS = "3600";
+		process.env.REALMEM_QUEUE_BASEBACKOFFSECONDS = "900"; // the most queue.maxBackoffSeconds allows
 	});
 	after(async () => {
 		await pi?.close();

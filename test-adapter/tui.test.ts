@@ -399,7 +399,7 @@ describe("/realmem screens against the real core", () => {
 		let shown = text(screen);
 		assert.match(shown, /realmem · debug \(dry run\)/);
 		assert.match(shown, /Candidate: Lint with pnpm lint/);
-		assert.match(shown, /Would queue: the SemIf judge is not configured\./);
+		assert.match(shown, /Would queue: no judge is set: set semif\.url, or judge\.fallback to chat, in \/realmem settings\./);
 		assert.match(shown, /paths \(none\)/);
 
 		await type(screen, "p", "src/db.ts", KEY.enter);
@@ -415,7 +415,7 @@ describe("/realmem screens against the real core", () => {
 		shown = text(screen);
 		assert.match(shown, /realmem · debug \(written\)/);
 		assert.match(shown, /Written for real: queue\./);
-		assert.match(shown, /Queued: the SemIf judge is not configured/);
+		assert.match(shown, /Queued: no judge is set/);
 		assert.equal(await queued(), 1, "the real write queued the candidate (no judge in tests)");
 
 		await type(screen, KEY.escape);

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from realmem.gate import rules as gate, judge, safety
+from realmem.gate import availability, rules as gate, judge, safety
 from realmem.read import embedder, search
 from realmem.read.escape import inline
 from realmem.stores import ids, paths
@@ -41,7 +41,7 @@ from realmem.events.trace import (AnswerTrace, CandidateTrace, DecisionTrace, Du
                                   Finding, GateTrace, JudgeTrace, LockHolder, LockTrace, MemoryText, NeighbourSources,
                                   NeighbourTrace, RewriteTrace, SafetyTrace, UrgencyTrace, dump)
 from realmem.events.types import Action, Key, content_hash
-from realmem.frontend import hint, settings_hint
+from realmem.frontend import hint
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import store_kind
 from realmem.projections import index, tables
@@ -108,11 +108,13 @@ class _Queue(Exception):
     """``permanent``: the endpoint refused the request itself (unknown model, 401, a 422 that
     splitting cannot fix); retrying helps only once a setting changes."""
 
-    def __init__(self, reason: str, retry_after: float | None = None, *, permanent: bool = False) -> None:
+    def __init__(self, reason: str, retry_after: float | None = None, *, permanent: bool = False,
+                 rule: str = "judge-unavailable") -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
         self.permanent = permanent
+        self.rule = rule
 
 
 # --- small helpers ------------------------------------------------------------------------------
@@ -316,7 +318,7 @@ def _plan_or_queue(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
     try:
         return _plan(app, cand, trace)
     except _Queue as q:
-        return Plan(Action.QUEUE, "judge-unavailable", "", [], reason=q.reason, retry_after=q.retry_after,
+        return Plan(Action.QUEUE, q.rule, "", [], reason=q.reason, retry_after=q.retry_after,
                     permanent=q.permanent)
 
 
@@ -339,7 +341,7 @@ def _plan(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
     combined = _ask_judge(app, cand, shown, stored, trace)
     if combined is None:  # no judge, and the user asked for this memory
         trace.decision = DecisionTrace(Action.ADD, "user-requested-no-judge",
-                                       steps=["SemIf not configured; the user asked for this memory"])
+                                       steps=["no judge reachable; the user asked for this memory"])
         return Plan(Action.ADD, "user-requested-no-judge", store, stored, None, cand.caption, cand.content)
     store, stored = _judged_place(app, cand, combined, trace)
     urgency = _urgency(app, combined, stored, trace)
@@ -404,7 +406,7 @@ def _ask_judge(app: Realmem, cand: Candidate, shown: list[Memory], stored: list[
         trace.judge = JudgeTrace(configured=False)
         if cand.user_requested:
             return None
-        raise _Queue("the SemIf judge is not configured")
+        raise _Queue(availability.missing(cfg), rule="no-judge")
     jn = [judge.Neighbour(ids.short(m.id), m.caption, m.content, _scope_label(m.store), m.paths) for m in shown]
     has_paths = judge.specific_paths(stored)
     state = judge.build_state(cand.caption, cand.content, stored if has_paths else [], cand.scope, jn)
@@ -635,9 +637,8 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
                                      next_try(app, 0, plan.retry_after))]
     app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
-    if "not configured" in plan.reason:
-        text = ("Queued: the SemIf judge is not configured; the candidate will be processed once it is set "
-                f"({settings_hint('semif.url')}).")
+    if plan.rule == "no-judge":
+        text = f"Queued: {plan.reason}; it is judged and stored once a judge is reachable."
     elif failed:
         text = (f"Failed: {plan.reason}, {FAILED_AFTER} times; it stays queued but is no longer retried "
                 f"automatically. Fix the setting ({hint('settings', 'settings test')}), then {hint('retry')}.")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from realmem.gate import availability
 from realmem.read import missing, prompt
 from realmem.write import gitignore, observe
 from realmem.app import Realmem
-from realmem.frontend import hint, set_in
+from realmem.frontend import hint
 from realmem.jobs.queue import ensure_worker
 from realmem.words import count
 from realmem.logs import get_logger
@@ -42,11 +43,10 @@ def start(app: Realmem) -> dict[str, Any]:
         (app.store_dir(app.project.personal_store) / observe.REKEYED_FILE).unlink(missing_ok=True)
     key = app.project.key if app.project else None
     queued = queries.queued_count(app.conn, key)
-    if queued and not app.config["semif.url"]:
-        # The usual first-day state: nothing judges, so nothing is stored until a judge is set.
-        notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
-                     f"until a System One endpoint is set (semif.url, {set_in('semif.url')}); "
-                     "they are judged and stored then.")
+    if queued and availability.judge(app.config) is None:
+        # Nothing can judge here (a CLI without Pi, no endpoint): say how to get a judge.
+        notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project: "
+                     f"{availability.missing(app.config)}; they are judged and stored then.")
     elif queued:
         notes.append(f"{count(queued, 'candidate memory is', 'candidate memories are')} queued for this project "
                      f"(retried automatically; {hint('retry')}).")

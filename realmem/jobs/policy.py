@@ -25,6 +25,7 @@ from realmem.storage import db
 from realmem.config import Config
 from realmem.events import log
 from realmem.events import types as ev
+from realmem.gate import availability
 from realmem.jobs import queue
 from realmem.projections import index, projector, queries
 from realmem.logs import get_logger
@@ -57,7 +58,8 @@ def _set_position(conn: apsw.Connection, seq: int) -> None:
 
 def possible_work(config: Config) -> set[str]:
     """The kinds of work the configured endpoints allow (none without an endpoint)."""
-    return ({"embed"} if config.embedding_enabled() else set()) | ({"urgency", "retry"} if config["semif.url"] else set())
+    return (({"embed"} if config.embedding_enabled() else set()) | ({"urgency"} if config["semif.url"] else set())
+            | ({"retry"} if availability.judge(config) else set()))
 
 
 def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) -> set[str]:
@@ -73,7 +75,7 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
         if wanted == possible:
             break
         if isinstance(e, (ev.CandidateQueued, ev.CandidateRetried)):
-            if config["semif.url"]:
+            if "retry" in possible:
                 wanted.add("retry")
             continue
         store = e.to_store if isinstance(e, ev.MemoryMoved) else e.store

@@ -13,6 +13,7 @@ from pathlib import Path
 from realmem.app import Realmem
 from realmem.config import Config
 from realmem.events import log as evlog
+from realmem.gate import availability
 from realmem.gate.remember import back_off_or_drop, retry
 from realmem.storage.lock import LockTimeout
 from realmem.stores.project import detect, forget_cache
@@ -26,7 +27,7 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     another project, is rescheduled with backoff and in the end dropped with the reason
     recorded, so it never comes back due at once (the worker would spin on it)."""
     cfg = Config(home)
-    if not cfg["semif.url"] and not _any_user_requested(home):
+    if availability.judge(cfg) is None and not _any_user_requested(home):
         return 0
     conn_app = Realmem(home, home)
     try:

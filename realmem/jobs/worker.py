@@ -22,6 +22,7 @@ from pathlib import Path
 
 from realmem.config import Config
 from realmem.events import log as evlog
+from realmem.gate import availability
 from realmem.jobs import policy, queue
 from realmem.jobs.embed import run_embed
 from realmem.jobs.retry import retry_due
@@ -44,7 +45,7 @@ def _waiting(conn, cfg, idle: float) -> bool:  # type: ignore[no-untyped-def]
     candidate's next try falls within the idle timeout.  Once the backoff grows past it the
     worker exits (a later remember or session start brings a new one), so a judge that is gone
     for good never keeps a worker alive forever."""
-    if not cfg["semif.url"]:
+    if availability.judge(cfg) is None:
         return False
     from datetime import datetime, timedelta, timezone
     horizon = (datetime.now(timezone.utc) + timedelta(seconds=idle)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -57,7 +58,8 @@ def _due(conn) -> bool:  # type: ignore[no-untyped-def]
 
 def _endpoints(cfg) -> tuple[object, ...]:  # type: ignore[no-untyped-def]
     """The settings that decide which background work exists at all."""
-    return tuple(cfg[k] for k in ("embedding.url", "embedding.model", "embedding.local", "semif.url"))
+    return tuple(cfg[k] for k in ("embedding.url", "embedding.model", "embedding.local", "semif.url", "judge.fallback",
+                                  "rewriter.url"))
 
 
 def rederive(home: Path) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from realmem.gate import availability
 from realmem.write import gitignore
 from realmem.app import Realmem
-from realmem.frontend import hint, settings_hint
+from realmem.frontend import hint
 from realmem.jobs.queue import worker_status
 from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
 from realmem.stores.project import store_kind
@@ -33,12 +34,14 @@ def gather(app: Realmem) -> dict[str, Any]:
     # Without embedding.url, the bundled model embeds (embedding.local); status never loads it.
     local = app.config["embedding.local"]
     endpoints["embedding"]["local"] = None if endpoints["embedding"]["url"] or local == "off" else local
+    judge = availability.judge(app.config)  # "semif", "chat" or None
     warning = gitignore.store_warning(app.project.root, app.home) if app.project is not None else None
     return {
         "home": str(app.home),
         "project": {"root": str(app.project.root), "key": app.project.key} if app.project else None,
         "stores": stores, "queued": queued, "failed": failed, "problems": problems, "missing_paths": missing,
-        "endpoints": endpoints, "gitignore": warning, "worker": worker_status(app),
+        "endpoints": endpoints, "judge": judge, "no_judge": None if judge else availability.missing(app.config),
+        "gitignore": warning, "worker": worker_status(app),
         "events": app.conn.execute("SELECT coalesce(max(seq),0) FROM events").fetchone()[0],
     }
 
@@ -69,8 +72,11 @@ def text(info: dict[str, Any]) -> str:
         else:
             shown = "not set"
         lines.append(f"  {name:<9} {shown}")
-    if not info["endpoints"]["semif"]["url"]:
-        lines.append(f"SemIf endpoint not set: new memories are queued until it is ({settings_hint('semif.url')}).")
+    if info["judge"] is None:
+        why = info["no_judge"]
+        lines.append(f"{why[0].upper()}{why[1:]}; new memories are queued until one is.")
+    elif info["judge"] == "chat":
+        lines.append("Judge: the chat model (semif.url is not set; the rewriter's model judges each remember).")
     w = info["worker"]
     lines.append(f"Worker: {'running (pid ' + str(w['pid']) + ')' if w.get('alive') else 'not running'}")
     if info["missing_paths"]:

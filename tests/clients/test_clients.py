@@ -302,6 +302,16 @@ def test_no_authorization_header_without_key(semif: FakeSystemOne) -> None:
 # -- failures --------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def fresh_http_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A logger not yet used: structlog caches a logger on first use (cache_logger_on_first_use),
+    so one an earlier test used in this process would bypass capture_logs."""
+    from realmem.clients import _http
+    from realmem.logs import get_logger
+    monkeypatch.setattr(_http, "log", get_logger(_http.__name__))
+
+
+@pytest.mark.usefixtures("fresh_http_log")
 def test_bad_key_gives_a_clear_401_without_leaking_it(semif: FakeSystemOne, caplog: pytest.LogCaptureFixture) -> None:
     semif.configure(key="the-right-key")
     caplog.set_level(logging.DEBUG)
@@ -313,6 +323,7 @@ def test_bad_key_gives_a_clear_401_without_leaking_it(semif: FakeSystemOne, capl
     assert SECRET not in str(info.value) + repr(logs) + caplog.text
 
 
+@pytest.mark.usefixtures("fresh_http_log")
 def test_credentials_in_the_url_stay_out_of_messages(semif: FakeSystemOne) -> None:
     semif.configure(key="k")
     with structlog.testing.capture_logs() as logs, pytest.raises(EndpointError) as info:

@@ -323,7 +323,9 @@ def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeyp
     monkeypatch.delenv("REALMEM_SEMIF_URL")
     monkeypatch.setenv("REALMEM_JUDGE_FALLBACK", "queue")
     out = remember(app, *JEST)
-    assert out.action == "queue" and out.queued and "not configured" in out.text
+    assert out.action == "queue" and out.queued
+    assert out.text == ("Queued: no judge is set: set semif.url, or judge.fallback to chat, with realmem settings set "
+                        "KEY VALUE; it is judged and stored once a judge is reachable.")
     queued = of_type(app, ev.CandidateQueued)
     assert len(queued) == 1
     c = queued[0]

@@ -62,7 +62,7 @@ def test_hint_per_front_end(pi: None) -> None:
 
 def test_cli_status_names_shell_commands(home: Path, repo: Path) -> None:
     out = ok(home, repo, "status").stdout
-    assert "(realmem settings set semif.url VALUE)" in out
+    assert "or rewriter.url (a chat model) with realmem settings set KEY VALUE, or remember" in out
     assert not PI_COMMAND.search(out)
 
 
@@ -71,7 +71,7 @@ def test_mcp_status_names_shell_commands(env: dict[str, str], repo: Path, tmp_pa
         return await s.call_tool("realmem_status", {})
 
     text = text_of(run_client(env, repo, body, errlog=tmp_path / "mcp.log"))
-    assert "(realmem settings set semif.url VALUE)" in text and not PI_COMMAND.search(text)
+    assert "(a chat model) with realmem settings set KEY VALUE" in text and not PI_COMMAND.search(text)
 
 
 def test_pi_keeps_its_slash_commands(env: dict[str, str], repo: Path) -> None:
@@ -80,12 +80,14 @@ def test_pi_keeps_its_slash_commands(env: dict[str, str], repo: Path) -> None:
         text = child.call("status", {"cwd": str(repo)})["text"]
     finally:
         assert child.close() == 0
-    assert "SemIf endpoint not set: new memories are queued until it is (/realmem settings)." in text
+    assert ("No judge is reachable: set semif.url (a System One endpoint) or rewriter.url (a chat model) in "
+            "/realmem settings, or remember from a Pi session, whose own model judges; new memories are queued "
+            "until one is.") in text
 
 
 def _info(**over: Any) -> dict[str, Any]:
     info: dict[str, Any] = {"project": None, "stores": [], "queued": 2, "problems": [], "gitignore": None,
-                            "endpoints": {"semif": {"url": ""}}, "worker": {}, "missing_paths": 3}
+                            "endpoints": {"semif": {"url": ""}}, "judge": "chat", "worker": {}, "missing_paths": 3}
     return info | over
 
 

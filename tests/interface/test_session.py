@@ -99,9 +99,9 @@ def test_queued_candidates_of_this_project_are_counted(home: Path, repo: Path, t
     res = start(home, repo)
     assert res["queued"] == 2
     assert "2 candidate memories are queued for this project" in res["notification"]
-    # No judge is set (the first day): the note says what they wait for and where to set it.
-    assert "until a System One endpoint is set (semif.url, with realmem settings set semif.url VALUE)" \
-        in res["notification"]
+    # No judge is reachable (the CLI on the first day): the note says what they wait for and how to get one.
+    assert ("queued for this project: no judge is reachable: set semif.url (a System One endpoint) or rewriter.url "
+            "(a chat model) with realmem settings set KEY VALUE") in res["notification"]
     assert start(home, other)["queued"] == 1
     monkeypatch.setenv("REALMEM_SEMIF_URL", "http://127.0.0.1:9")  # set, but unreachable: retried
     res = start(home, repo)

@@ -6,6 +6,8 @@ but never called: following only decides which wake-ups to send.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,28 @@ def test_a_queued_candidate_is_retried(app: Realmem) -> None:
     app.emit([ev.CandidateQueued("c1", None, str(app.cwd), {"caption": "x", "content": "y"}, "judge down",
                                  log.now_iso())])
     assert follow(app) == {"retry"}
+
+
+@pytest.mark.parametrize("chat, fallback, retried", [
+    ("rewriter", "chat", True),   # a chat model judges when System One is not set
+    ("bridge", "chat", True),     # Pi's model, through a live bridge
+    ("none", "chat", False),      # nothing can judge: the candidate waits, no wake-up is wasted
+    ("rewriter", "queue", False),  # the user asked for System One only
+])
+def test_a_queued_candidate_is_retried_by_the_chat_judge(app: Realmem, monkeypatch: pytest.MonkeyPatch, chat: str,
+                                                       fallback: str, retried: bool) -> None:
+    monkeypatch.delenv("REALMEM_SEMIF_URL")
+    monkeypatch.setenv("REALMEM_JUDGE_FALLBACK", fallback)
+    if chat == "rewriter":
+        monkeypatch.setenv("REALMEM_REWRITER_URL", "http://127.0.0.1:9")
+    elif chat == "bridge":
+        (app.home / "bridge").mkdir()
+        (app.home / "bridge" / "1.json").write_text(json.dumps({"url": "http://127.0.0.1:9", "token": "t",
+                                                                "pid": os.getpid()}))
+    app.config.reload()
+    app.emit([ev.CandidateQueued("c1", None, str(app.cwd), {"caption": "x", "content": "y"}, "judge down",
+                                 log.now_iso())])
+    assert follow(app) == ({"retry"} if retried else set())
 
 
 def test_events_that_call_for_nothing_do_not_write_until_many(app: Realmem, monkeypatch: pytest.MonkeyPatch) -> None:
