@@ -44,6 +44,7 @@ from realmem.projections.state import Memory, State, apply, small_tables
 from realmem.logs import get_logger
 
 if TYPE_CHECKING:
+    from realmem.clients.chat import ChatModel
     from realmem.events.types import Envelope
 
 logger = get_logger("realmem")
@@ -97,6 +98,9 @@ class Realmem:
         self._escapes: dict[str, tuple[float, str | None]] = {}  # store -> (when checked, store_escape)
         self.projector = FileProjector(self.conn, self.lock, self)
         self._reader: apsw.Connection | None = None
+        # A front end's own chat model for the judge and rewriter (an MCP client's sampling),
+        # set for the call that may use it; rewriter.url, when set, still wins.
+        self.chat_model: ChatModel | None = None
 
     # --- opening ------------------------------------------------------------------------
 

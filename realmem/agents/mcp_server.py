@@ -25,6 +25,8 @@ from mcp.types import CallToolResult, NotificationParams, TextContent
 from pydantic import Field
 
 from realmem import __version__, errors, logs
+from realmem.agents import sampling
+from realmem.clients.chat import ChatModel
 from realmem.interface import tools
 from realmem.read import prompt
 from realmem.write import observe
@@ -110,12 +112,15 @@ class Backend:
         app.session = session
         return app
 
-    def run(self, project: Path, session: str | None, fn: Callable[[Realmem], T]) -> T:
+    def run(self, project: Path, session: str | None, fn: Callable[[Realmem], T],
+            chat_model: Callable[[Realmem], ChatModel] | None = None) -> T:
         with self.lock:
             app = self.app(project, session)
+            app.chat_model = chat_model(app) if chat_model else None  # this call's client: never a later call's
             try:
                 return fn(app)
             finally:
+                app.chat_model = None
                 policy.follow_app(app)  # queue the background work the tool's events call for
 
     def close(self) -> None:
@@ -152,8 +157,11 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         not raised: the SDK would prefix a raised error with "Error executing tool ...")."""
         project = await project_of(ctx)
         who = _actor_of(ctx)
+        # The client's own model judges and rewrites when it offers sampling and no endpoint is set.
+        model = (lambda app: sampling.SamplingChat(ctx, float(app.config["rewriter.timeout"]))) \
+            if sampling.supported(ctx) else None
         try:
-            out = await anyio.to_thread.run_sync(backend.run, project, who, fn)
+            out = await anyio.to_thread.run_sync(backend.run, project, who, fn, model)
         except Exception as exc:  # refused, bad argument or a bug: one line, as the rpc child answers
             exc = db.storage_error(exc, backend.home / "realmem.sqlite") or exc  # a read-only, full or damaged home
             if errors.code_of(exc) == errors.INTERNAL:  # the traceback goes to stderr

@@ -1,8 +1,10 @@
-"""Client for the Edit/Merge rewriter: OpenAI-compatible chat completions.
+"""Client for the chat model (the Edit/Merge rewriter, and the judge when no System One is
+set): OpenAI-compatible chat completions.
 
-By default the rewriter is the Pi model bridge the adapter serves on loopback (it forwards to
+By default the chat model is the Pi model bridge the adapter serves on loopback (it forwards to
 whatever model Pi is using, so the model name sent is a placeholder); ``rewriter.url`` points
-it somewhere else instead.
+it somewhere else instead.  ``ChatModel`` is what the rewriter and the chat judge need of any
+chat model, so an MCP client's sampling can stand in for the HTTP endpoint.
 """
 
 from __future__ import annotations
@@ -46,7 +48,32 @@ def _content_text(content: Any) -> str | None:
     return None
 
 
-class ChatClient(ModelClient):
+class ChatModel:
+    """A chat model as the rewriter and the chat judge use it: ``completion`` is the one call a
+    kind of model implements; the rest is built on it."""
+
+    configured = True
+
+    def completion(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
+                   max_tokens: int | None = None) -> tuple[str, str, dict[str, float]]:
+        """(text, answering model, numeric usage): the judge records who answered and the cost."""
+        raise NotImplementedError
+
+    def complete(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
+                 max_tokens: int | None = None) -> str:
+        """The reply's text."""
+        return self.completion(messages, temperature=temperature, max_tokens=max_tokens)[0]
+
+    def complete_json(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
+                      max_tokens: int | None = None) -> dict[str, Any]:
+        """``complete`` then the first JSON object of the reply; EndpointError if there is none."""
+        return extract_json_object(self.complete(messages, temperature=temperature, max_tokens=max_tokens))
+
+    def close(self) -> None:
+        pass
+
+
+class ChatClient(ModelClient, ChatModel):
     """Sends chat completion requests and returns the assistant's text."""
 
     endpoint_name = "rewriter"
@@ -67,14 +94,8 @@ class ChatClient(ModelClient):
         return cls(url=url, key=cfg.secret("rewriter.key"), model=str(cfg.get("rewriter.model") or ""),
                    timeout=timeout, key_advice=cfg.key_advice("rewriter.key"))
 
-    def complete(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
-                 max_tokens: int | None = None) -> str:
-        """The text of ``choices[0].message.content``."""
-        return self.completion(messages, temperature=temperature, max_tokens=max_tokens)[0]
-
     def completion(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
                    max_tokens: int | None = None) -> tuple[str, str, dict[str, float]]:
-        """(text, answering model, numeric usage): the judge records who answered and the cost."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
@@ -90,8 +111,3 @@ class ChatClient(ModelClient):
         usage = {k: float(v) for k, v in raw_usage.items()
                  if isinstance(v, int | float) and not isinstance(v, bool)} if isinstance(raw_usage, dict) else {}
         return text, model, usage
-
-    def complete_json(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
-                      max_tokens: int | None = None) -> dict[str, Any]:
-        """``complete`` then the first JSON object of the reply; EndpointError if there is none."""
-        return extract_json_object(self.complete(messages, temperature=temperature, max_tokens=max_tokens))

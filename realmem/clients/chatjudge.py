@@ -16,7 +16,7 @@ import json
 import math
 from typing import Any
 
-from realmem.clients.chat import ChatClient, extract_json_object
+from realmem.clients.chat import ChatModel, extract_json_object
 from realmem.clients.errors import EndpointError
 from realmem.clients.systemone import Answer, Answers, ChoiceAnswer, NoulAnswer, Question, ScoreAnswer
 
@@ -107,7 +107,7 @@ def parse(reply: dict[str, Any], questions: dict[str, Question]) -> dict[str, An
 class ChatJudge:
     """Asks the questions of a chat model in one request; ``name`` is ``chat:<model>``."""
 
-    def __init__(self, chat: ChatClient) -> None:
+    def __init__(self, chat: ChatModel) -> None:
         self._chat = chat
         self.name = "chat"
 

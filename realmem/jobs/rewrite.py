@@ -24,7 +24,7 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.logs import get_logger
 
 if TYPE_CHECKING:
-    from realmem.clients.chat import ChatClient
+    from realmem.clients.chat import ChatModel
     from realmem.app import Realmem
     from realmem.projections.state import Memory
 
@@ -122,11 +122,14 @@ def _prompt(mode: str, target: "Memory", new_caption: str, new_content: str) -> 
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(user)}]
 
 
-def chat_client(app: "Realmem") -> "ChatClient":
+def chat_client(app: "Realmem") -> "ChatModel":
+    """rewriter.url, else the front end's own model (MCP sampling), else the Pi model bridge."""
     # Imported here: `status` and `settings` import this module for bridge(), and the chat
     # client brings httpx, the largest import of their start-up.
     from realmem.clients.chat import ChatClient
 
+    if app.chat_model is not None and not app.config["rewriter.url"]:
+        return app.chat_model
     return ChatClient.from_config(app.config, bridge(app.home))
 
 
