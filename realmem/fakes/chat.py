@@ -13,8 +13,9 @@ Judge mode (``FakeChat(judge=a FakeSystemOne)``): a request whose system message
 judge's (``realmem.clients.chatjudge.SYSTEM``) is answered with the judge JSON
 ``{"answers": {name: {"probabilities": {option: p}}}}`` from that fake's answer logic, the
 same scripts and heuristic a test sets with ``s1.script``; a choice or score answer gives its
-probabilities, a noul one ``{"true": p, "false": 1 - p}``.  Other requests (the rewriter's)
-keep the scripted replies above.
+probabilities, a noul one ``{"true": p, "false": 1 - p}``.  With ``report_step`` (0.1) the
+probabilities are rounded to that step the way chat models report theirs (0.9/0.1, 0.7/0.2/0.1,
+0.6/0.4; see ``rounded``).  Other requests (the rewriter's) keep the scripted replies above.
 """
 
 from __future__ import annotations
@@ -110,14 +111,28 @@ def option_probabilities(answer: dict[str, Any]) -> dict[str, float]:
     return dict(answer["probabilities"])
 
 
-def judge_reply(judge: FakeSystemOne, user: str) -> str:
+def rounded(probs: dict[str, float], step: float) -> dict[str, float]:
+    """``probs`` on a grid of ``step``, still summing to 1 (largest remainder; a tie goes to the
+    likelier option, so 0.55/0.45 reads 0.6/0.4): a chat model's self-reported distribution."""
+    units = round(1 / step)
+    scaled = {k: round(p * units, 9) for k, p in probs.items()}  # 0.7 * 10 is 7.000000000000001
+    whole = {k: int(v) for k, v in scaled.items()}
+    by_remainder = sorted(probs, key=lambda k: (scaled[k] - whole[k], probs[k]), reverse=True)
+    for k in by_remainder[:units - sum(whole.values())]:
+        whole[k] += 1
+    return {k: round(n * step, 6) for k, n in whole.items()}
+
+
+def judge_reply(judge: FakeSystemOne, user: str, step: float | None = None) -> str:
     """The judge JSON for the chat judge's user message ``STATE\n...\n\nQUESTIONS\n{json}``."""
     head, sep, asked = user.rpartition("\n\nQUESTIONS\n")
     if not sep or not head.startswith("STATE\n"):
         raise ScriptError("a chat judge request holds STATE and QUESTIONS")
     state = head.removeprefix("STATE\n")
-    answers = {name: {"probabilities": option_probabilities(judge.answer(name, state, judge_question(q)))}
-               for name, q in json.loads(asked).items()}
+    answers = {}
+    for name, q in json.loads(asked).items():
+        probs = option_probabilities(judge.answer(name, state, judge_question(q)))
+        answers[name] = {"probabilities": rounded(probs, step) if step else probs}
     return json.dumps({"answers": answers})
 
 
@@ -128,16 +143,17 @@ class FakeChat(FakeServer):
 
     def __init__(self, *, key: str = "", port: int = 0, heuristic: bool = True,
                  models: list[str] | None = None, any_model: bool = False,
-                 judge: FakeSystemOne | None = None) -> None:
+                 judge: FakeSystemOne | None = None, report_step: float | None = None) -> None:
         super().__init__(key=key, port=port)
         self.judge = judge  # judge mode: see the module docstring
+        self.report_step = report_step
         self.heuristic = heuristic
         self.models = list(models) if models is not None else ["fake-chat"]
         self.any_model = any_model  # like the Pi bridge, which answers whatever model is named
         self._replies: deque[str] = deque()
 
     def settable(self) -> set[str]:
-        return super().settable() | {"heuristic", "models", "any_model"}
+        return super().settable() | {"heuristic", "models", "any_model", "report_step"}
 
     def script(self, payload: Any) -> None:
         """Queue replies: a string, a list of strings, or ``{"replies": [...]}``."""
@@ -192,7 +208,7 @@ class FakeChat(FakeServer):
         """The judge JSON in judge mode for the chat judge's request, else None."""
         if self.judge is None or _text(messages[0].get("content")) != chatjudge.SYSTEM:
             return None
-        return judge_reply(self.judge, _text(messages[-1].get("content")))
+        return judge_reply(self.judge, _text(messages[-1].get("content")), self.report_step)
 
 
 def _invalid(message: str) -> Reply:

@@ -1,8 +1,9 @@
 """The remember path end to end: real SQLite, real git repo, real fake HTTP servers on loopback.
 
 The System One judge is scripted per question (FakeSystemOne); unscripted questions get the
-fake's deterministic heuristic.  Tests marked ``both`` run under each judge: the System One
-fake, and the chat judge (no semif.url) that the chat fake answers from the same scripts.  No worker process is started here (worker.autostart off);
+fake's deterministic heuristic.  Tests marked ``every_judge`` run under each judge: the System One
+fake, and the chat judge (no semif.url) that the chat fake answers from the same scripts,
+exactly and rounded to 0.1 as chat models report probabilities.  No worker process is started here (worker.autostart off);
 see test_worker.py for the background parts.
 """
 
@@ -30,7 +31,7 @@ from conftest import JUDGES, fake_secret, make_repo
 GITHUB_TOKEN = fake_secret("ghp_", 36)
 
 # A decision the gate reaches must not depend on which judge answered the same question set.
-both = pytest.mark.parametrize("judge", JUDGES)
+every_judge = pytest.mark.parametrize("judge", JUDGES)
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def app(home: Path, repo: Path, servers):  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def _chat_judge_never_asks_system_one(request: pytest.FixtureRequest, judge: str):  # type: ignore[no-untyped-def]
     """Under the chat judge no answer may come from System One, or the run proves nothing."""
-    watched = request.getfixturevalue("servers") if judge == "chat" and "servers" in request.fixturenames else None
+    watched = request.getfixturevalue("servers") if judge != "semif" and "servers" in request.fixturenames else None
     yield
     if watched is not None:
         assert watched[0].requests == []
@@ -87,7 +88,7 @@ VITEST = ("Unit tests use vitest", "Run `pnpm test` to run the vitest unit tests
 
 # --- exact duplicates ---------------------------------------------------------------------------
 
-@both
+@every_judge
 def test_add_then_exact_duplicate_reinforces(app: Realmem):
     first = remember(app, *JEST)
     assert first.action == "add" and first.memory is not None
@@ -101,7 +102,7 @@ def test_add_then_exact_duplicate_reinforces(app: Realmem):
     assert again.trace.decision.rule == "exact-duplicate"
 
 
-@both
+@every_judge
 def test_exact_duplicate_with_new_path_widens(app: Realmem):
     first = remember(app, *JEST, paths=["packages/a"])
     assert first.memory is not None and first.memory.paths == ["packages/a"]
@@ -118,7 +119,7 @@ def test_exact_duplicate_with_new_path_widens(app: Realmem):
 
 # --- decision rules with a scripted judge --------------------------------------------------------
 
-@both
+@every_judge
 def test_confident_covered_by_reinforces(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, *JEST).memory
@@ -129,7 +130,7 @@ def test_confident_covered_by_reinforces(app: Realmem, servers):
     assert len(md_files(app)) == 1
 
 
-@both
+@every_judge
 def test_confident_conflict_edits_in_place_with_rewrite(app: Realmem, servers):
     s1, _, chat = servers
     base = remember(app, *JEST, paths=["packages/a"]).memory
@@ -147,7 +148,7 @@ def test_confident_conflict_edits_in_place_with_rewrite(app: Realmem, servers):
     assert edited[-1].reason == "edit" and edited[-1].decision is not None
 
 
-@both
+@every_judge
 def test_jest_vs_vitest_in_other_packages_is_an_add(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, "Unit tests in packages/a use jest", "Run `pnpm test` there; it uses jest.",
@@ -162,7 +163,7 @@ def test_jest_vs_vitest_in_other_packages_is_an_add(app: Realmem, servers):
     assert len(md_files(app)) == 2
 
 
-@both
+@every_judge
 def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
     s1, _, chat = servers
     base = remember(app, "Database migrations", "Migrations live in db/migrations.", paths=["db"]).memory
@@ -180,7 +181,7 @@ def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
     assert out.trace.rewrite.used_fallback is True
 
 
-@both
+@every_judge
 def test_target_in_another_store_means_add(app: Realmem, servers):
     s1, _, _ = servers
     personal = remember(app, *JEST, scope="personal").memory
@@ -191,7 +192,7 @@ def test_target_in_another_store_means_add(app: Realmem, servers):
     assert out.trace.decision.rule == "scope-differs"
 
 
-@both
+@every_judge
 def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem, servers):
     s1, _, _ = servers
     shared = remember(app, *JEST, scope="shared").memory
@@ -209,7 +210,7 @@ def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem,
                                                               [shared.store, shared.id])
 
 
-@both
+@every_judge
 def test_shared_candidate_covered_by_a_personal_note_is_added_for_the_team(app: Realmem, servers):
     s1, _, _ = servers
     personal = remember(app, *JEST, scope="personal").memory
@@ -220,7 +221,7 @@ def test_shared_candidate_covered_by_a_personal_note_is_added_for_the_team(app: 
     assert app.counters((personal.store, personal.id))[0] == 0
 
 
-@both
+@every_judge
 def test_explicit_scope_wins_over_the_judge(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"scope": {"choice": "global", "p": 0.95}})
@@ -231,7 +232,7 @@ def test_explicit_scope_wins_over_the_judge(app: Realmem, servers):
     assert explicit.trace.candidate.scope_source == "explicit"
 
 
-@both
+@every_judge
 def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"importance": {"score": 0.0}})
@@ -249,7 +250,7 @@ def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, 
     assert md_files(app) == [app.store_dir(forced.memory.store) / forced.memory.file]
 
 
-@both
+@every_judge
 def test_unsafe_rejects(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"unsafe": 0.9})
@@ -272,7 +273,7 @@ def test_secret_is_refused_without_echo(app: Realmem, servers):
     assert md_files(app) == []
 
 
-@both
+@every_judge
 def test_dry_run_writes_nothing(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, *JEST).memory
@@ -291,7 +292,7 @@ def test_dry_run_writes_nothing(app: Realmem, servers):
     assert app.counters((base.store, base.id))[0] == 0
 
 
-@both
+@every_judge
 def test_decided_event_holds_raw_answers_and_thresholds(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"importance": {"probabilities": [0, 0, 0.2, 0.5, 0.3]}})
@@ -341,7 +342,7 @@ def test_neighbour_choices_are_sharded(app: Realmem, servers, monkeypatch: pytes
 
 # --- degraded endpoints ----------------------------------------------------------------------------
 
-@both
+@every_judge
 def test_embedder_down_uses_bm25_neighbours_only(app: Realmem, servers):
     s1, emb, _ = servers
     base = remember(app, *JEST).memory
@@ -371,7 +372,7 @@ def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeyp
     assert added.action == "add" and added.trace.decision.rule == "user-requested-no-judge"
 
 
-@both
+@every_judge
 def test_judge_down_queues_then_retry_by_hand(app: Realmem, judge_server):  # type: ignore[no-untyped-def]
     judge_server.down()
     out = remember(app, *JEST, paths=["packages/a"])
@@ -389,7 +390,7 @@ def test_judge_down_queues_then_retry_by_hand(app: Realmem, judge_server):  # ty
     assert of_type(app, ev.CandidateDone)[-1].outcome == "add"
 
 
-@both
+@every_judge
 def test_queue_is_per_project(app: Realmem, judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
     judge_server.down()
     remember(app, *JEST)
@@ -476,7 +477,7 @@ def test_rewriter_uses_the_live_pi_bridge(app: Realmem, servers, monkeypatch: py
 
 # --- urgency, warnings, trace ------------------------------------------------------------------------
 
-@both
+@every_judge
 def test_path_urgency_is_recorded_at_remember_time(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"path_urgency": {"probabilities": [0.0, 0.2, 0.8]}})
@@ -525,7 +526,7 @@ def test_the_ignored_note_follows_fix_gitignore_and_new_rules_in_the_same_sessio
     assert note in again.warnings
 
 
-@both
+@every_judge
 def test_render_trace_shows_every_section(app: Realmem, servers, judge: str):
     s1, _, chat = servers
     base = remember(app, *JEST, paths=["packages/a"]).memory
@@ -533,14 +534,14 @@ def test_render_trace_shows_every_section(app: Realmem, servers, judge: str):
     chat.script("I would rather not.")  # the rewriter's deterministic fallback
     out = remember(app, *VITEST, paths=["packages/a"], dry_run=True)
     text = render_trace(out.trace, out.text)
-    judged_by = {"semif": "Judge: fake-semif", "chat": "Judge: chat:fake-chat"}[judge]
+    judged_by = "Judge: fake-semif" if judge == "semif" else "Judge: chat:fake-chat"
     for needle in ("Embedding: ok", "Neighbours (", sid(base), judged_by, "conflict_with",
                    "Decision: edit · rule conflict-with", "thresholds:", "Path urgency:", "Rewrite (edit",
                    "+Unit tests use vitest"):
         assert needle in text, needle
 
 
-@both
+@every_judge
 def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
     """Several connections remembering the same fact at once: one file, the rest reinforce."""
     results: list[str] = []
@@ -565,7 +566,7 @@ def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
         a.close()
 
 
-@both
+@every_judge
 def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app: Realmem, judge_server, judge: str
                                                                              ):  # type: ignore[no-untyped-def]
     """401 (or an unknown model) will not pass by waiting: after FAILED_AFTER refusals in a row
@@ -576,7 +577,7 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     from realmem.projections import queries
     from realmem.read import status
 
-    label = {"semif": "the SemIf judge", "chat": "the chat judge"}[judge]
+    label = "the SemIf judge" if judge == "semif" else "the chat judge"
     judge_server.fail_next(401, n=FAILED_AFTER + 1)
     assert remember(app, *JEST).action == "queue"
     for _ in range(FAILED_AFTER - 1):
@@ -596,7 +597,7 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     assert [o.action for o in done] == ["add"] and app.conn.execute("SELECT count(*) FROM pending").fetchone() == (0,)
 
 
-@both
+@every_judge
 def test_an_unreachable_judge_is_retried_without_end(app: Realmem, judge_server):  # type: ignore[no-untyped-def]
     """Only refusals fail a candidate: a judge that is down may come back."""
     judge_server.down()
