@@ -24,7 +24,7 @@ import attrs
 
 from realmem.clients import Answer, Question, chatjudge, parse_answer
 from realmem.config import DEFAULTS
-from realmem.fakes.chat import option_probabilities, rounded
+from realmem.fakes.chat import judge_json
 from realmem.fakes.systemone import build_answer
 from realmem.gate import judge, rules
 from realmem.stores import paths
@@ -67,9 +67,8 @@ def system_one(specs: Mapping[str, Any]) -> dict[str, Answer]:
 
 def chat(specs: Mapping[str, Any], step: float) -> dict[str, Answer]:
     """What the chat judge reads when the model reports System One's distribution rounded."""
-    reply = {n: {"probabilities": rounded(option_probabilities(build_answer(q.to_wire(), specs[n])), step)}
-             for n, q in QUESTIONS.items()}
-    return chatjudge.parse({"answers": reply}, dict(QUESTIONS))
+    wire = {n: build_answer(q.to_wire(), specs[n]) for n, q in QUESTIONS.items()}
+    return chatjudge.parse(judge_json(wire, step), dict(QUESTIONS))
 
 
 def decision(answers: Mapping[str, Answer], limits: Mapping[str, float]) -> tuple[str, str]:

@@ -123,17 +123,23 @@ def rounded(probs: dict[str, float], step: float) -> dict[str, float]:
     return {k: round(n * step, 6) for k, n in whole.items()}
 
 
+def judge_json(answers: dict[str, dict[str, Any]], step: float | None = None) -> dict[str, Any]:
+    """System One answers by question name as the chat judge's reply, rounded to ``step`` if given."""
+    reply = {}
+    for name, answer in answers.items():
+        probs = option_probabilities(answer)
+        reply[name] = {"probabilities": rounded(probs, step) if step else probs}
+    return {"answers": reply}
+
+
 def judge_reply(judge: FakeSystemOne, user: str, step: float | None = None) -> str:
     """The judge JSON for the chat judge's user message ``STATE\n...\n\nQUESTIONS\n{json}``."""
     head, sep, asked = user.rpartition("\n\nQUESTIONS\n")
     if not sep or not head.startswith("STATE\n"):
         raise ScriptError("a chat judge request holds STATE and QUESTIONS")
     state = head.removeprefix("STATE\n")
-    answers = {}
-    for name, q in json.loads(asked).items():
-        probs = option_probabilities(judge.answer(name, state, judge_question(q)))
-        answers[name] = {"probabilities": rounded(probs, step) if step else probs}
-    return json.dumps({"answers": answers})
+    answers = {name: judge.answer(name, state, judge_question(q)) for name, q in json.loads(asked).items()}
+    return json.dumps(judge_json(answers, step))
 
 
 class FakeChat(FakeServer):
