@@ -164,13 +164,31 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def servers(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def judge() -> str:
+    """Which judge the gate asks: "semif" (the System One fake) here; a module that runs its
+    decision rules under both parametrises it with ``JUDGES`` (or overrides this fixture)."""
+    return "semif"
+
+
+# "chat-rounded": the chat judge with its probabilities rounded to 0.1, as models report them
+# (docs/judge-calibration.md).
+JUDGES = ("semif", "chat", "chat-rounded")
+
+
+@pytest.fixture
+def servers(monkeypatch: pytest.MonkeyPatch, judge: str):  # type: ignore[no-untyped-def]
     """Fake System One, embeddings and chat servers on 127.0.0.1, configured through the
-    environment; the worker is not autostarted (tests that want one start it)."""
+    environment; the worker is not autostarted (tests that want one start it).
+
+    With ``judge`` "chat" or "chat-rounded" REALMEM_SEMIF_URL stays unset, so the gate asks the
+    chat judge, and the chat fake answers it from the System One fake's scripts (its judge
+    mode): a test scripts ``s1`` the same way under every judge."""
     from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
 
-    s1, emb, chat = FakeSystemOne().start(), FakeEmbeddings().start(), FakeChat().start()
-    monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
+    s1, emb = FakeSystemOne().start(), FakeEmbeddings().start()
+    chat = FakeChat(judge=None if judge == "semif" else s1, report_step=0.1 if judge == "chat-rounded" else None).start()
+    if judge == "semif":
+        monkeypatch.setenv("REALMEM_SEMIF_URL", s1.url)
     monkeypatch.setenv("REALMEM_EMBEDDING_URL", emb.url)
     monkeypatch.setenv("REALMEM_REWRITER_URL", chat.url)
     monkeypatch.setenv("REALMEM_WORKER_AUTOSTART", "0")

@@ -160,7 +160,7 @@ class FakeSystemOne(FakeServer):
             problem = self._validate(body)
             if problem:
                 return Reply(422, {"detail": problem})
-            answers = {name: self._answer(name, body["state"], q) for name, q in body["questions"].items()}
+            answers = {name: self.answer(name, body["state"], q) for name, q in body["questions"].items()}
             words = len(str(body["state"]).split()) + sum(len(str(q)) // 4 for q in body["questions"].values())
             return Reply(200, {"model": body["model"], "answers": answers,
                                "usage": {"input_tokens": words, "output_tokens": len(answers)}})
@@ -216,7 +216,9 @@ class FakeSystemOne(FakeServer):
             return "noul criteria must map true/false to descriptions"
         return None
 
-    def _answer(self, name: str, state: Any, question: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, name: str, state: Any, question: dict[str, Any]) -> dict[str, Any]:
+        """The answer JSON to one wire question: its script, else the heuristic.  Public so the
+        chat fake's judge mode answers from the same scripts (``FakeChat(judge=...)``)."""
         with self._lock:
             source = self._scripts.get(name)
             spec: Spec | None = None

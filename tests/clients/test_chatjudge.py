@@ -70,3 +70,35 @@ def test_an_unusable_answer_is_an_endpoint_error(chat: FakeChat, reply: str, rea
     with pytest.raises(EndpointError, match="chat judge") as caught:
         ask(chat, reply)
     assert reason in str(caught.value)
+
+
+@pytest.mark.parametrize("script", [
+    {},  # the fake's heuristic
+    {"covered_by": {"choice": "AZJrPmEw1-8Vr0xkmp2Bqw", "p": 0.7},
+     "importance": {"probabilities": [0, 0.1, 0.6, 0.3, 0]}, "durable": 0.2},
+], ids=["heuristic", "scripted"])
+def test_the_chat_fakes_judge_mode_answers_as_system_one_does(script):  # type: ignore[no-untyped-def]
+    """The chat fake in judge mode answers the chat judge from a System One fake's scripts, so
+    either judge reads the same answers; the chat wire (usage included) is the real one."""
+    from realmem.clients import SystemOneClient
+    from realmem.fakes import FakeSystemOne
+
+    with FakeSystemOne() as s1, FakeChat(judge=s1) as chat:
+        s1.script(script)
+        semif = SystemOneClient(s1.url, model="fake-semif")
+        judge = ChatJudge(ChatClient(chat.url, model="fake-chat"))
+        try:
+            direct, via_chat = semif.ask(STATE, QUESTIONS), judge.ask(STATE, QUESTIONS)
+        finally:
+            semif.close()
+            judge.close()
+    assert via_chat.usage["total_tokens"] > 0 and chat.requests[-1].path == "/v1/chat/completions"
+    for name in QUESTIONS:
+        a, b = direct[name], via_chat[name]
+        assert type(a) is type(b), name
+        assert b.p == pytest.approx(a.p) if isinstance(a, NoulAnswer) else b.probabilities == pytest.approx(a.probabilities)
+        if isinstance(a, ChoiceAnswer):
+            assert (b.choice, b.p, b.confidence) == (a.choice, pytest.approx(a.p), pytest.approx(a.confidence, abs=1e-6))
+        if isinstance(a, ScoreAnswer):
+            assert (b.score, b.confidence) == (pytest.approx(a.score), pytest.approx(a.confidence, abs=1e-6))
+    assert direct["durable"].p == (0.2 if script else 0.9)

@@ -1,7 +1,9 @@
 """The remember path end to end: real SQLite, real git repo, real fake HTTP servers on loopback.
 
 The System One judge is scripted per question (FakeSystemOne); unscripted questions get the
-fake's deterministic heuristic.  No worker process is started here (worker.autostart off);
+fake's deterministic heuristic.  Tests marked ``every_judge`` run under each judge: the System One
+fake, and the chat judge (no semif.url) that the chat fake answers from the same scripts,
+exactly and rounded to 0.1 as chat models report probabilities.  No worker process is started here (worker.autostart off);
 see test_worker.py for the background parts.
 """
 
@@ -24,9 +26,12 @@ from realmem.gate.judge import urgency_key
 from realmem.storage.lock import LeaseLock
 from realmem.gate.remember import remember, render_trace, retry
 from realmem.write.observe import open_attached
-from conftest import fake_secret, make_repo
+from conftest import JUDGES, fake_secret, make_repo
 
 GITHUB_TOKEN = fake_secret("ghp_", 36)
+
+# A decision the gate reaches must not depend on which judge answered the same question set.
+every_judge = pytest.mark.parametrize("judge", JUDGES)
 
 
 @pytest.fixture
@@ -34,6 +39,22 @@ def app(home: Path, repo: Path, servers):  # type: ignore[no-untyped-def]
     a = open_attached(home, repo)
     yield a
     a.close()
+
+
+@pytest.fixture(autouse=True)
+def _chat_judge_never_asks_system_one(request: pytest.FixtureRequest, judge: str):  # type: ignore[no-untyped-def]
+    """Under the chat judge no answer may come from System One, or the run proves nothing."""
+    watched = request.getfixturevalue("servers") if judge != "semif" and "servers" in request.fixturenames else None
+    yield
+    if watched is not None:
+        assert watched[0].requests == []
+
+
+@pytest.fixture
+def judge_server(servers, judge: str):  # type: ignore[no-untyped-def]
+    """The fake that answers the judge's requests: down or failing, the judge is."""
+    s1, _, chat = servers
+    return s1 if judge == "semif" else chat
 
 
 def events(app: Realmem, since: int = 0) -> list[ev.Envelope]:
@@ -67,6 +88,7 @@ VITEST = ("Unit tests use vitest", "Run `pnpm test` to run the vitest unit tests
 
 # --- exact duplicates ---------------------------------------------------------------------------
 
+@every_judge
 def test_add_then_exact_duplicate_reinforces(app: Realmem):
     first = remember(app, *JEST)
     assert first.action == "add" and first.memory is not None
@@ -80,6 +102,7 @@ def test_add_then_exact_duplicate_reinforces(app: Realmem):
     assert again.trace.decision.rule == "exact-duplicate"
 
 
+@every_judge
 def test_exact_duplicate_with_new_path_widens(app: Realmem):
     first = remember(app, *JEST, paths=["packages/a"])
     assert first.memory is not None and first.memory.paths == ["packages/a"]
@@ -96,6 +119,7 @@ def test_exact_duplicate_with_new_path_widens(app: Realmem):
 
 # --- decision rules with a scripted judge --------------------------------------------------------
 
+@every_judge
 def test_confident_covered_by_reinforces(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, *JEST).memory
@@ -106,6 +130,7 @@ def test_confident_covered_by_reinforces(app: Realmem, servers):
     assert len(md_files(app)) == 1
 
 
+@every_judge
 def test_confident_conflict_edits_in_place_with_rewrite(app: Realmem, servers):
     s1, _, chat = servers
     base = remember(app, *JEST, paths=["packages/a"]).memory
@@ -123,6 +148,7 @@ def test_confident_conflict_edits_in_place_with_rewrite(app: Realmem, servers):
     assert edited[-1].reason == "edit" and edited[-1].decision is not None
 
 
+@every_judge
 def test_jest_vs_vitest_in_other_packages_is_an_add(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, "Unit tests in packages/a use jest", "Run `pnpm test` there; it uses jest.",
@@ -137,6 +163,7 @@ def test_jest_vs_vitest_in_other_packages_is_an_add(app: Realmem, servers):
     assert len(md_files(app)) == 2
 
 
+@every_judge
 def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
     s1, _, chat = servers
     base = remember(app, "Database migrations", "Migrations live in db/migrations.", paths=["db"]).memory
@@ -145,7 +172,7 @@ def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
                     dry_run=True)
     assert weak.action == "add" and weak.trace.decision.rule == "merge-without-target"
     s1.script({"merge_with": {"choice": sid(base), "p": 0.9}})
-    chat.down()  # deterministic fallback: old caption, old content + new lines
+    chat.script("I would rather not.")  # deterministic fallback: old caption, old content + new lines
     out = remember(app, "Migration naming", "Name migrations YYYYMMDD_name.sql.", paths=["db/migrations"])
     assert out.action == "merge" and out.memory.id == base.id
     assert out.memory.caption == "Database migrations"
@@ -154,6 +181,7 @@ def test_merge_needs_a_confident_target_and_unions_paths(app: Realmem, servers):
     assert out.trace.rewrite.used_fallback is True
 
 
+@every_judge
 def test_target_in_another_store_means_add(app: Realmem, servers):
     s1, _, _ = servers
     personal = remember(app, *JEST, scope="personal").memory
@@ -164,6 +192,7 @@ def test_target_in_another_store_means_add(app: Realmem, servers):
     assert out.trace.decision.rule == "scope-differs"
 
 
+@every_judge
 def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem, servers):
     s1, _, _ = servers
     shared = remember(app, *JEST, scope="shared").memory
@@ -181,6 +210,7 @@ def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem,
                                                               [shared.store, shared.id])
 
 
+@every_judge
 def test_shared_candidate_covered_by_a_personal_note_is_added_for_the_team(app: Realmem, servers):
     s1, _, _ = servers
     personal = remember(app, *JEST, scope="personal").memory
@@ -191,6 +221,7 @@ def test_shared_candidate_covered_by_a_personal_note_is_added_for_the_team(app: 
     assert app.counters((personal.store, personal.id))[0] == 0
 
 
+@every_judge
 def test_explicit_scope_wins_over_the_judge(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"scope": {"choice": "global", "p": 0.95}})
@@ -201,6 +232,7 @@ def test_explicit_scope_wins_over_the_judge(app: Realmem, servers):
     assert explicit.trace.candidate.scope_source == "explicit"
 
 
+@every_judge
 def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"importance": {"score": 0.0}})
@@ -218,6 +250,7 @@ def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, 
     assert md_files(app) == [app.store_dir(forced.memory.store) / forced.memory.file]
 
 
+@every_judge
 def test_unsafe_rejects(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"unsafe": 0.9})
@@ -240,6 +273,7 @@ def test_secret_is_refused_without_echo(app: Realmem, servers):
     assert md_files(app) == []
 
 
+@every_judge
 def test_dry_run_writes_nothing(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, *JEST).memory
@@ -258,6 +292,7 @@ def test_dry_run_writes_nothing(app: Realmem, servers):
     assert app.counters((base.store, base.id))[0] == 0
 
 
+@every_judge
 def test_decided_event_holds_raw_answers_and_thresholds(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"importance": {"probabilities": [0, 0, 0.2, 0.5, 0.3]}})
@@ -275,6 +310,7 @@ def test_decided_event_holds_raw_answers_and_thresholds(app: Realmem, servers):
     assert added.decision is not None and evlog.get(app.conn, added.decision).event.action == "add"
 
 
+# System One only: it parses the System One request body.
 def test_judge_state_matches_the_fake_parser(app: Realmem, servers):
     s1, _, _ = servers
     base = remember(app, *JEST, paths=["packages/a"]).memory
@@ -286,6 +322,7 @@ def test_judge_state_matches_the_fake_parser(app: Realmem, servers):
     assert sid(base) in neighbours and "jest" in neighbours[sid(base)]
 
 
+# System One only: the chat judge is asked every option at once, unsharded.
 def test_neighbour_choices_are_sharded(app: Realmem, servers, monkeypatch: pytest.MonkeyPatch):
     s1, _, _ = servers
     monkeypatch.setenv("REALMEM_SEMIF_MAXOPTIONS", "3")
@@ -305,6 +342,7 @@ def test_neighbour_choices_are_sharded(app: Realmem, servers, monkeypatch: pytes
 
 # --- degraded endpoints ----------------------------------------------------------------------------
 
+@every_judge
 def test_embedder_down_uses_bm25_neighbours_only(app: Realmem, servers):
     s1, emb, _ = servers
     base = remember(app, *JEST).memory
@@ -336,9 +374,9 @@ def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeyp
     assert added.action == "add" and added.trace.decision.rule == "user-requested-no-judge"
 
 
-def test_judge_down_queues_then_retry_by_hand(app: Realmem, servers):
-    s1, _, _ = servers
-    s1.down()
+@every_judge
+def test_judge_down_queues_then_retry_by_hand(app: Realmem, judge_server):  # type: ignore[no-untyped-def]
+    judge_server.down()
     out = remember(app, *JEST, paths=["packages/a"])
     assert out.action == "queue" and "unreachable" in out.text
     assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 1
@@ -346,7 +384,7 @@ def test_judge_down_queues_then_retry_by_hand(app: Realmem, servers):
     assert retry(app, force=True)[0].action == "queue"  # still down: queued again, backoff grows
     assert app.conn.execute("SELECT attempts FROM pending").fetchone()[0] == 1
     assert len(of_type(app, ev.CandidateQueued)) == 1 and len(of_type(app, ev.CandidateRetried)) == 1
-    s1.up()
+    judge_server.up()
     done = retry(app, force=True)
     assert [o.action for o in done] == ["add"]
     assert done[0].memory.paths == ["packages/a"]
@@ -354,12 +392,12 @@ def test_judge_down_queues_then_retry_by_hand(app: Realmem, servers):
     assert of_type(app, ev.CandidateDone)[-1].outcome == "add"
 
 
-def test_queue_is_per_project(app: Realmem, servers, tmp_path: Path):  # type: ignore[no-untyped-def]
-    s1, _, _ = servers
-    s1.down()
+@every_judge
+def test_queue_is_per_project(app: Realmem, judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
+    judge_server.down()
     remember(app, *JEST)
     other_root = make_repo(tmp_path / "other")
-    s1.up()
+    judge_server.up()
     other = open_attached(app.home, other_root)
     try:
         assert retry(other, force=True) == []
@@ -441,6 +479,7 @@ def test_rewriter_uses_the_live_pi_bridge(app: Realmem, servers, monkeypatch: py
 
 # --- urgency, warnings, trace ------------------------------------------------------------------------
 
+@every_judge
 def test_path_urgency_is_recorded_at_remember_time(app: Realmem, servers):
     s1, _, _ = servers
     s1.script({"path_urgency": {"probabilities": [0.0, 0.2, 0.8]}})
@@ -456,8 +495,8 @@ def test_path_urgency_is_recorded_at_remember_time(app: Realmem, servers):
     assert out.trace.urgency.tier == "high"
     assert "Path urgency: 1.80 -> high" in render_trace(out.trace, out.text)
     # no specific paths: no urgency question at all
-    remember(app, "Lint", "Run `pnpm lint`.")
-    assert "path_urgency" not in s1.requests[-1].body["questions"]
+    lint = remember(app, "Lint", "Run `pnpm lint`.")
+    assert "path_urgency" not in lint.trace.judge.questions
 
 
 def test_shared_store_ignored_by_git_is_noted(app: Realmem, git):  # type: ignore[no-untyped-def]
@@ -489,19 +528,22 @@ def test_the_ignored_note_follows_fix_gitignore_and_new_rules_in_the_same_sessio
     assert note in again.warnings
 
 
-def test_render_trace_shows_every_section(app: Realmem, servers):
+@every_judge
+def test_render_trace_shows_every_section(app: Realmem, servers, judge: str):
     s1, _, chat = servers
     base = remember(app, *JEST, paths=["packages/a"]).memory
     s1.script({**confident(conflict_with=sid(base))})
-    chat.down()
+    chat.script("I would rather not.")  # the rewriter's deterministic fallback
     out = remember(app, *VITEST, paths=["packages/a"], dry_run=True)
     text = render_trace(out.trace, out.text)
-    for needle in ("Embedding: ok", "Neighbours (", sid(base), "Judge: fake-semif", "conflict_with",
+    judged_by = "Judge: fake-semif" if judge == "semif" else "Judge: chat:fake-chat"
+    for needle in ("Embedding: ok", "Neighbours (", sid(base), judged_by, "conflict_with",
                    "Decision: edit · rule conflict-with", "thresholds:", "Path urgency:", "Rewrite (edit",
                    "+Unit tests use vitest"):
         assert needle in text, needle
 
 
+@every_judge
 def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
     """Several connections remembering the same fact at once: one file, the rest reinforce."""
     results: list[str] = []
@@ -526,7 +568,9 @@ def test_concurrent_threads_never_duplicate(home: Path, repo: Path, servers):
         a.close()
 
 
-def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app: Realmem, servers):
+@every_judge
+def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app: Realmem, judge_server, judge: str
+                                                                             ):  # type: ignore[no-untyped-def]
     """401 (or an unknown model) will not pass by waiting: after FAILED_AFTER refusals in a row
     the candidate stays queued, is never due again on its own, and status and session start
     name it with the reason; `retry` takes it up once the setting is fixed."""
@@ -535,16 +579,16 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     from realmem.projections import queries
     from realmem.read import status
 
-    s1, _, _ = servers
-    s1.fail_next(401, n=FAILED_AFTER + 1)
+    label = "the SemIf judge" if judge == "semif" else "the chat judge"
+    judge_server.fail_next(401, n=FAILED_AFTER + 1)
     assert remember(app, *JEST).action == "queue"
     for _ in range(FAILED_AFTER - 1):
         out = retry(app, force=True)[0]
     assert "Failed:" not in out.text
     out = retry(app, force=True)[0]
-    assert out.action == "queue" and out.text.startswith("Failed: the SemIf judge refused the request")
+    assert out.action == "queue" and out.text.startswith(f"Failed: {label} refused the request")
     (next_try, reason), = app.conn.execute("SELECT next_try, reason FROM pending").fetchall()
-    assert next_try == queries.NEVER and reason.startswith("failed: the SemIf judge refused")
+    assert next_try == queries.NEVER and reason.startswith(f"failed: {label} refused")
     assert retry(app) == []  # never due by itself: the worker does not spin on it
     assert queries.queued_count(app.conn, app.project.key) == 0  # type: ignore[union-attr]
     shown = status.text(status.gather(app))
@@ -555,10 +599,10 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     assert [o.action for o in done] == ["add"] and app.conn.execute("SELECT count(*) FROM pending").fetchone() == (0,)
 
 
-def test_an_unreachable_judge_is_retried_without_end(app: Realmem, servers):
+@every_judge
+def test_an_unreachable_judge_is_retried_without_end(app: Realmem, judge_server):  # type: ignore[no-untyped-def]
     """Only refusals fail a candidate: a judge that is down may come back."""
-    s1, _, _ = servers
-    s1.down()
+    judge_server.down()
     remember(app, *JEST)
     for _ in range(5):
         retry(app, force=True)
