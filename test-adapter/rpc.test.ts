@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
-import { resolveRealmemBin, RpcClient, RpcCode, RpcError } from "../extensions/realmem/rpc.js";
+import { RpcClient, RpcCode, RpcError } from "../extensions/realmem/rpc.js";
 
 const FAKE = join(import.meta.dirname, "fixtures", "fake-core.mjs");
 const clients: RpcClient[] = [];
@@ -102,11 +102,5 @@ describe("rpc client", () => {
 		await rpc.close(500);
 		assert.equal(rpc.running, false);
 		await assert.rejects(rpc.call("echo"), /shut down/);
-	});
-
-	test("resolves the core binary: REALMEM_BIN first, then the checkout's venv, then PATH", () => {
-		assert.equal(resolveRealmemBin({ REALMEM_BIN: "/opt/realmem" }), "/opt/realmem");
-		const fallback = resolveRealmemBin({});
-		assert.ok(fallback === "realmem" || fallback.endsWith(join(".venv", "bin", "realmem")), fallback);
 	});
 });

@@ -2,7 +2,8 @@
  * Typed facade over the rpc client: result shapes of docs/rpc.md, per-method timeouts, and the
  * one place that turns failures into text a user or model can act on.
  */
-import { type CallOptions, RpcClient, RpcCode, RpcError, resolveRealmemBin } from "./rpc.js";
+import { type CallOptions, RpcClient, RpcCode, RpcError } from "./rpc.js";
+import { ensureCore, findCore } from "./setup.js";
 
 export interface HelloResult {
 	version: string;
@@ -113,19 +114,40 @@ const TIMEOUTS: Record<string, number> = {
 };
 
 export class Core {
-	readonly client: RpcClient;
+	private client: RpcClient | undefined;
+	private readonly env: NodeJS.ProcessEnv;
+	private readonly cwd: string | undefined;
 
 	constructor(options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
-		const env = options.env ?? process.env;
-		this.client = new RpcClient({ command: resolveRealmemBin(env), args: ["rpc"], env, cwd: options.cwd });
+		this.env = options.env ?? process.env;
+		this.cwd = options.cwd;
+	}
+
+	/** Whether the core must be set up before the first call (see setup.ts). */
+	get missing(): boolean {
+		return this.client === undefined && findCore(this.env) === undefined;
+	}
+
+	/** Set the core up (first use), reporting each step; throws a message the user can act on. */
+	async setUp(onProgress: (message: string) => void): Promise<void> {
+		try {
+			this.client ??= this.spawnClient(await ensureCore(this.env, onProgress));
+		} catch (error) {
+			throw new RpcError(RpcCode.unavailable, `its Python core could not be set up: ${error instanceof Error ? error.message : String(error)}`);
+		}
+	}
+
+	private spawnClient(command: string): RpcClient {
+		return new RpcClient({ command, args: ["rpc"], env: this.env, cwd: this.cwd });
 	}
 
 	call<T>(method: string, params: Record<string, unknown> = {}, options: CallOptions = {}): Promise<T> {
+		this.client ??= this.spawnClient(findCore(this.env) ?? "realmem");
 		return this.client.call<T>(method, params, { timeoutMs: TIMEOUTS[method] ?? 30_000, ...options });
 	}
 
 	close(): Promise<void> {
-		return this.client.close();
+		return this.client?.close() ?? Promise.resolve();
 	}
 }
 

@@ -79,6 +79,7 @@ export class Realmem {
 		// Hidden tools go first and are awaited: the first prompt's system prompt is built from
 		// the active tool set, and it must not change later in the session (prompt cache).
 		try {
+			if (this.core.missing) await this.setUpCore(ctx);
 			this.hello = await this.core.call<HelloResult>("hello");
 			this.hidden = new Set(this.hello.hidden_tools);
 		} catch (error) {
@@ -90,6 +91,17 @@ export class Realmem {
 		// user: the child answers quick methods in order on one thread (session_start and
 		// prompt_section are both quick), so the first prompt_section comes after it.
 		this.background = this.startBackground(ctx, this.hello);
+	}
+
+	/** First use: the Python core is set up once (a minute or two), with each step shown. */
+	private async setUpCore(ctx: ExtensionContext): Promise<void> {
+		ctx.ui.notify("realmem: setting up its Python core (first use; this takes a minute or two)...", "info");
+		try {
+			await this.core.setUp((message) => ctx.ui.setStatus("realmem", `realmem setup: ${message}`));
+		} finally {
+			ctx.ui.setStatus("realmem", undefined);
+		}
+		ctx.ui.notify("realmem: the Python core is set up.", "info");
 	}
 
 	private async startBackground(ctx: ExtensionContext, hello: HelloResult): Promise<void> {

@@ -7,10 +7,7 @@
  * costs one failed request at most and never takes Pi down.
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { dirname, resolve } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 
 /** Error codes of docs/rpc.md, plus the adapter-side ones (negative, outside the JSON-RPC range). */
 export const RpcCode = {
@@ -71,22 +68,6 @@ interface Pending {
 }
 
 const STDERR_TAIL_LINES = 20;
-
-/**
- * Where the core's executable is: REALMEM_BIN, else the checkout's virtual environment next to
- * this extension (extensions/realmem -> ../../.venv/bin/realmem), else `realmem` on PATH.
- */
-/** The realmem checkout this extension runs from; `npm install` there creates .venv with the core. */
-const CHECKOUT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-
-export function resolveRealmemBin(env: NodeJS.ProcessEnv = process.env): string {
-	if (env.REALMEM_BIN) return env.REALMEM_BIN;
-	const venv = resolve(CHECKOUT, ".venv", process.platform === "win32" ? "Scripts" : "bin", "realmem");
-	for (const candidate of process.platform === "win32" ? [`${venv}.exe`, venv] : [venv]) {
-		if (existsSync(candidate)) return candidate;
-	}
-	return "realmem";
-}
 
 export class RpcClient {
 	private readonly opts: RpcClientOptions;
@@ -225,7 +206,7 @@ export class RpcClient {
 		child.once("error", (error: NodeJS.ErrnoException) => {
 			const reason =
 				error.code === "ENOENT"
-					? `realmem core not found (${command}). Run "npm install" in the realmem checkout (${CHECKOUT}); it creates .venv with the core. Or set REALMEM_BIN.`
+					? `realmem core not found (${command}). Restart Pi to set it up, or set REALMEM_BIN.`
 					: `realmem core could not start (${command}): ${error.message}`;
 			this.onChildGone(child, this.unavailable(reason), true);
 		});
