@@ -164,7 +164,7 @@ function exited(pid: number): boolean {
 }
 
 /** SIGTERM every worker of this home and wait until each has exited (SIGKILL if one lingers). */
-async function stopWorkers(realmemHome: string): Promise<void> {
+export async function stopWorkers(realmemHome: string): Promise<void> {
 	const pids = workerPids(realmemHome);
 	for (const pid of pids) {
 		try {
@@ -253,6 +253,8 @@ export interface OpenOptions {
 	ui?: ReturnType<typeof recordingUI>;
 	/** Compaction settings (auto-compaction stays off; tests compact explicitly). */
 	keepRecentTokens?: number;
+	/** The extension to load (default: this checkout's), e.g. one installed from a tarball. */
+	extension?: string;
 }
 
 type Step = string | [string, Record<string, unknown>] | ((context: Context) => string);
@@ -287,7 +289,7 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 		cwd: env.cwd,
 		agentDir: env.agentDir,
 		settingsManager,
-		additionalExtensionPaths: [EXTENSION],
+		additionalExtensionPaths: [options.extension ?? EXTENSION],
 		extensionFactories: options.extensionFactories ?? [],
 		noExtensions: true,
 	});
