@@ -18,6 +18,7 @@ import tomlkit
 from tomlkit.items import Table
 from tomlkit.toml_document import TOMLDocument
 
+from realmem.agents.edits import drop, our_server
 from realmem.errors import RealmemError
 
 SERVER_NAME = "realmem"
@@ -60,12 +61,6 @@ def _value(item: Any) -> Any:
     return item.unwrap() if hasattr(item, "unwrap") else item
 
 
-def is_ours(entry: Any) -> bool:
-    entry = _value(entry)
-    args = entry.get("args", []) if isinstance(entry, dict) else []
-    return "mcp" in args and bool({"realmem", "realmem.interface.cli"} & set(args))
-
-
 def server_table(entry: dict[str, Any], env_vars: list[str]) -> Table:
     """The stdio entry as Codex reads it; ``env_vars``: Codex passes only those (and a fixed few) on."""
     table = tomlkit.table()
@@ -80,7 +75,7 @@ def add(doc: TOMLDocument, entry: dict[str, Any], env_vars: list[str]) -> TOMLDo
     doc = _copy(doc)
     servers = _table(doc, "mcp_servers", super_table=True)
     current = servers.get(SERVER_NAME)
-    if current is not None and not is_ours(current):
+    if current is not None and not our_server(_value(current)):
         raise ConfigError(f"an MCP server named {SERVER_NAME!r} that realmem did not write is already configured")
     table = server_table(entry, env_vars)
     if _value(current) != table.unwrap():
@@ -94,11 +89,7 @@ def add(doc: TOMLDocument, entry: dict[str, Any], env_vars: list[str]) -> TOMLDo
 
 def remove_server(doc: TOMLDocument) -> TOMLDocument:
     doc = _copy(doc)
-    servers = doc.get("mcp_servers")
-    if isinstance(servers, MutableMapping) and is_ours(servers.get(SERVER_NAME)):
-        del servers[SERVER_NAME]
-        if not servers:
-            del doc["mcp_servers"]
+    drop(doc, "mcp_servers", SERVER_NAME, lambda entry: our_server(_value(entry)))
     return doc
 
 
@@ -106,11 +97,7 @@ def strip(doc: TOMLDocument) -> TOMLDocument:
     """The document without anything install writes or changes (the server, the flag whatever
     its value): what uninstall compares with the file as install found it."""
     doc = remove_server(doc)
-    features = doc.get("features")
-    if isinstance(features, MutableMapping) and FEATURE in features:
-        del features[FEATURE]
-        if not features:
-            del doc["features"]
+    drop(doc, "features", FEATURE, lambda value: True)
     return doc
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,22 @@ def parse_json(text: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InstallError("it does not hold a JSON object")
     return doc
+
+
+def our_server(entry: Any) -> bool:
+    """An MCP server entry realmem wrote, in any client's format (a tomlkit table is a dict)."""
+    args = entry.get("args", []) if isinstance(entry, dict) else []
+    # "realmem.cli" is what installs before the package move wrote; they are ours to replace.
+    return bool(set(args) & {"realmem", "realmem.cli", "realmem.interface.cli"}) and "mcp" in args
+
+
+def drop(doc: MutableMapping[str, Any], table: str, key: str, when: Callable[[Any], bool]) -> None:
+    """Delete ``doc[table][key]`` if ``when`` says so, and the table once it is empty."""
+    t = doc.get(table)
+    if isinstance(t, MutableMapping) and key in t and when(t[key]):
+        del t[key]
+        if not t:
+            del doc[table]
 
 
 def dump_json(doc: dict[str, Any]) -> str:

@@ -143,12 +143,6 @@ def _ours(handler: Any) -> bool:
     return isinstance(handler, dict) and MARKER in str(handler.get("command", "")).replace(os.sep, "/")
 
 
-def _our_server(entry: Any) -> bool:
-    args = entry.get("args", []) if isinstance(entry, dict) else []
-    # "realmem.cli" is what installs before the package move wrote; they are ours to replace.
-    return bool(set(args) & {"realmem", "realmem.cli", "realmem.interface.cli"}) and "mcp" in args
-
-
 # --- planning: pure functions from a document to the changed document ------------------------
 
 def add_hooks(doc: dict[str, Any], home: str | None, agent: str = "claude-code") -> dict[str, Any]:
@@ -196,7 +190,7 @@ def add_server(doc: dict[str, Any], home: str | None, entry: dict[str, Any] | No
     if not isinstance(servers, dict):
         raise InstallError("mcpServers is not a JSON object; fix the file by hand first")
     current = servers.get(SERVER_NAME)
-    if current is not None and not _our_server(current):
+    if current is not None and not edits.our_server(current):
         raise InstallError(f"an MCP server named {SERVER_NAME!r} that realmem did not write is already configured")
     servers[SERVER_NAME] = entry or server_entry(home)
     return doc
@@ -204,11 +198,7 @@ def add_server(doc: dict[str, Any], home: str | None, entry: dict[str, Any] | No
 
 def remove_server(doc: dict[str, Any]) -> dict[str, Any]:
     doc = json.loads(json.dumps(doc))
-    servers = doc.get("mcpServers")
-    if isinstance(servers, dict) and _our_server(servers.get(SERVER_NAME)):
-        del servers[SERVER_NAME]
-        if not servers:
-            del doc["mcpServers"]
+    edits.drop(doc, "mcpServers", SERVER_NAME, edits.our_server)
     return doc
 
 

@@ -10,25 +10,46 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from realmem.read import prompt
 from realmem.write import memories
+from realmem.app import Realmem
 from realmem.events import types as ev
 
 from helpers.hooks import HOOK, WAIT, fixture, notes_output, project, run_hook, section_output, server  # noqa: F401 (fixtures)
 
 
-def test_codex_section_and_path_notes_once_per_session(server: Any, project: Any, repo: Path, home: Path) -> None:
+def client(agent: str, repo: Path, sid: str, home: Path) -> Callable[[str], dict[str, Any] | None]:
+    """The hook command as ``agent`` runs it, on its fixture ``name`` for session ``sid``."""
+    return lambda name: run_hook(fixture(name, repo, sid, agent), home, agent)
+
+
+def actors(app: Realmem) -> set[str]:
+    return {r[0] for r in app.conn.execute("SELECT session FROM events WHERE type=?", (ev.PathNotesShown.TYPE,))}
+
+
+def release_memory(app: Realmem) -> None:
+    """A new project-wide memory: a fresh section differs from a running session's."""
+    memories.add(app, "release with make dist", "make dist builds the wheel.", store=app.project.shared_store,
+                 stored_paths=["."], source="add")
+
+
+def started(agent: str, project: Any, repo: Path, home: Path, sid: str) -> tuple[Realmem, Any, Any, str]:
+    """The project's app and memories, the client's hook runner, and the section its session
+    started with (checked: a startup SessionStart gives the fresh section)."""
     app, m = project
-    sid = "019a0b5e-6f3c-7111-8a2b-9c3d00000001"
-
-    def hook(name: str) -> dict[str, Any] | None:
-        return run_hook(fixture(name, repo, sid, "codex"), home, "codex")
-
+    hook = client(agent, repo, sid, home)
     section = prompt.section(app)
     assert hook("session_start_startup") == section_output(section)
+    return app, m, hook, section
+
+
+def test_codex_section_and_path_notes_once_per_session(server: Any, project: Any, repo: Path, home: Path) -> None:
+    sid = "019a0b5e-6f3c-7111-8a2b-9c3d00000001"
+    app, m, hook, section = started("codex", project, repo, home, sid)
     # apply_patch: the files its "*** Update File:" / "*** Add File:" lines name.
     assert hook("post_tool_use_apply_patch") == notes_output(m["api"])
     assert hook("post_tool_use_bash") == notes_output(m["db"])
@@ -42,25 +63,17 @@ def test_codex_section_and_path_notes_once_per_session(server: Any, project: Any
     assert hook("post_tool_use_bash") == notes_output(m["db"])
 
     # A compact SessionStart gives the session's own section back, byte for byte.
-    memories.add(app, "release with make dist", "make dist builds the wheel.", store=app.project.shared_store,
-                 stored_paths=["."], source="add")
+    release_memory(app)
     assert prompt.section(app) != section
     assert hook("session_start_compact") == section_output(section)
     assert hook("post_tool_use_apply_patch") == notes_output(m["api"])
 
-    actors = {r[0] for r in app.conn.execute("SELECT session FROM events WHERE type=?", (ev.PathNotesShown.TYPE,))}
-    assert actors == {f"codex#{sid}"}
+    assert actors(app) == {f"codex#{sid}"}
 
 
 def test_gemini_section_path_notes_and_compression(server: Any, project: Any, repo: Path, home: Path) -> None:
-    app, m = project
     sid = "5f0c3a1e-2222-4b3c-8d4e-000000000001"
-
-    def hook(name: str) -> dict[str, Any] | None:
-        return run_hook(fixture(name, repo, sid, "gemini"), home, "gemini")
-
-    section = prompt.section(app)
-    assert hook("session_start_startup") == section_output(section)
+    app, m, hook, section = started("gemini", project, repo, home, sid)
     assert hook("before_agent") is None  # the section is in the context already
     assert hook("after_tool_read_file") == notes_output(m["db"], event="AfterTool")
     assert hook("after_tool_read_many_files") == notes_output(m["sql"], event="AfterTool")
@@ -71,15 +84,13 @@ def test_gemini_section_path_notes_and_compression(server: Any, project: Any, re
 
     # Compression drops the section and the notes; Gemini has no start event after it, so the
     # next prompt carries the session's section (the same bytes), once.
-    memories.add(app, "release with make dist", "make dist builds the wheel.", store=app.project.shared_store,
-                 stored_paths=["."], source="add")
+    release_memory(app)
     assert hook("pre_compress") is None
     assert hook("before_agent") == section_output(section, event="BeforeAgent")
     assert hook("before_agent") is None
     assert hook("after_tool_read_file") == notes_output(m["db"], event="AfterTool")
 
-    actors = {r[0] for r in app.conn.execute("SELECT session FROM events WHERE type=?", (ev.PathNotesShown.TYPE,))}
-    assert actors == {f"gemini#{sid}"}
+    assert actors(app) == {f"gemini#{sid}"}
 
 
 def test_an_unknown_agent_or_another_clients_event_is_bad_input(server: Any, repo: Path, home: Path) -> None:
