@@ -95,8 +95,14 @@ def parse_json(text: str) -> dict[str, Any]:
 
 
 def our_server(entry: Any) -> bool:
-    """An MCP server entry realmem wrote, in any client's format (a tomlkit table is a dict)."""
-    args = entry.get("args", []) if isinstance(entry, dict) else []
+    """An MCP server entry realmem wrote, in any client's format (a tomlkit table is a dict;
+    opencode puts the arguments into ``command``)."""
+    if not isinstance(entry, dict):
+        return False
+    command = entry.get("command")
+    args = entry.get("args") or (command[1:] if isinstance(command, list) else [])
+    if not isinstance(args, list):
+        return False
     # "realmem.cli" is what installs before the package move wrote; they are ours to replace.
     return bool(set(args) & {"realmem", "realmem.cli", "realmem.interface.cli"}) and "mcp" in args
 

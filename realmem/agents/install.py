@@ -1,5 +1,6 @@
 """`realmem install`: write (or remove) realmem's hooks and MCP server entries for Claude
-Code, Codex and Gemini CLI; other clients get ``install mcp --print``.
+Code, Codex and Gemini CLI, and the MCP server alone for Cursor and opencode; any other client
+gets ``install mcp --print``.
 
 ``claude-code --project`` edits ``<project>/.claude/settings.json`` (hooks) and
 ``<project>/.mcp.json`` (MCP server); ``--user`` edits ``~/.claude/settings.json`` and the
@@ -7,7 +8,8 @@ top-level ``mcpServers`` of ``~/.claude.json``, where Claude Code keeps user-sco
 ``codex`` edits ``.codex/hooks.json`` (hooks, Claude Code's JSON shape) and ``.codex/config.toml``
 (``[mcp_servers.realmem]`` and ``[features] hooks = true``) in the project or in Codex's home;
 ``gemini`` edits ``.gemini/settings.json`` (``hooks`` and ``mcpServers``) in the project or
-the home directory.
+the home directory; ``cursor`` edits ``.cursor/mcp.json`` and ``opencode`` the ``mcp`` object
+of ``opencode.json`` (``~/.config/opencode/`` for ``--user``).
 
 Every change is planned first and shown as a diff; nothing is written before the user
 confirms (``--yes`` skips the question).  Installing twice changes nothing; ``--uninstall``
@@ -184,11 +186,12 @@ def remove_hooks(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def add_server(doc: dict[str, Any], home: str | None, entry: dict[str, Any] | None = None) -> dict[str, Any]:
+def add_server(doc: dict[str, Any], home: str | None, entry: dict[str, Any] | None = None,
+               key: str = "mcpServers") -> dict[str, Any]:
     doc = json.loads(json.dumps(doc))
-    servers = doc.setdefault("mcpServers", {})
+    servers = doc.setdefault(key, {})
     if not isinstance(servers, dict):
-        raise InstallError("mcpServers is not a JSON object; fix the file by hand first")
+        raise InstallError(f"{key} is not a JSON object; fix the file by hand first")
     current = servers.get(SERVER_NAME)
     if current is not None and not edits.our_server(current):
         raise InstallError(f"an MCP server named {SERVER_NAME!r} that realmem did not write is already configured")
@@ -196,10 +199,16 @@ def add_server(doc: dict[str, Any], home: str | None, entry: dict[str, Any] | No
     return doc
 
 
-def remove_server(doc: dict[str, Any]) -> dict[str, Any]:
+def remove_server(doc: dict[str, Any], key: str = "mcpServers") -> dict[str, Any]:
     doc = json.loads(json.dumps(doc))
-    edits.drop(doc, "mcpServers", SERVER_NAME, edits.our_server)
+    edits.drop(doc, key, SERVER_NAME, edits.our_server)
     return doc
+
+
+def opencode_server_entry(home: str | None) -> dict[str, Any]:
+    """opencode's ``mcp`` entry: a local server whose command list holds the arguments."""
+    entry = server_entry(home)
+    return {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True}
 
 
 # --- the files of each client -------------------------------------------------------------------
@@ -244,6 +253,13 @@ def client_files(agent: str, scope: str, project_root: Path, user_home: Path, ho
         return [File((user_home if user else project_root) / ".gemini" / "settings.json", JSON,
                      lambda d: add_server(add_hooks(d, home, agent), home, entry),
                      lambda d: remove_server(remove_hooks(d)))]
+    if agent == "cursor":  # MCP only: realmem does not drive Cursor's hooks (their own JSON, not wired yet)
+        return [attrs.evolve(servers, path=(user_home if user else project_root) / ".cursor" / "mcp.json")]
+    if agent == "opencode":  # MCP only: opencode extends itself by JavaScript plugins, not hook commands
+        entry = opencode_server_entry(home)
+        fmt = edits.Format("JSON", edits.parse_json, edits.dump_json, lambda d: remove_server(d, "mcp"))
+        path = user_home / ".config" / "opencode" / "opencode.json" if user else project_root / "opencode.json"
+        return [File(path, fmt, lambda d: add_server(d, home, entry, "mcp"), lambda d: remove_server(d, "mcp"))]
     raise ValueError(f"no install for {agent!r}")
 
 
@@ -281,6 +297,8 @@ INSTALLS = {
               "Restart Codex and trust the new hooks when it asks (/hooks lists them)."),
     "gemini": (".gemini/settings.json", "~/.gemini/settings.json",
                "Restart Gemini CLI (/hooks and /mcp list what it loaded)."),
+    "cursor": (".cursor/mcp.json", "~/.cursor/mcp.json", "Reload Cursor's MCP servers (Settings > MCP) to load it."),
+    "opencode": ("opencode.json", "~/.config/opencode/opencode.json", "Restart opencode to load it."),
 }
 
 
@@ -351,6 +369,16 @@ install_command("gemini", """Write realmem's Gemini CLI hooks (SessionStart, Bef
         realmem install gemini --project
         realmem install gemini --user --uninstall --yes
     """)
+install_command("cursor", """Write realmem's MCP server for Cursor (no hooks yet).
+
+    Example:
+        realmem install cursor --project
+    """)
+install_command("opencode", """Write realmem's MCP server for opencode (no hooks: opencode has plugins instead).
+
+    Example:
+        realmem install opencode --user
+    """)
 
 
 CLIENTS = ("generic", "cursor", "codex", "gemini", "opencode")
@@ -363,8 +391,7 @@ def client_snippet(client: str, home: str | None) -> str:
 
         return codexconfig.snippet(entry, forwarded_env(home))
     if client == "opencode":  # opencode.json
-        return edits.dump_json({"mcp": {SERVER_NAME: {"type": "local", "command": [entry["command"], *entry["args"]],
-                                            "enabled": True}}})
+        return edits.dump_json({"mcp": {SERVER_NAME: opencode_server_entry(home)}})
     if client == "gemini":  # ~/.gemini/settings.json: no "type" key
         return edits.dump_json({"mcpServers": {SERVER_NAME: gemini_server_entry(home)}})
     return edits.dump_json({"mcpServers": {SERVER_NAME: entry}})

@@ -237,3 +237,44 @@ def test_the_installed_hook_command_reaches_the_server_as_its_agent(repo: Path, 
     hook_input = fixture(name, repo, "s1", agent)
     out = subprocess.run(cmd, shell=True, input=json.dumps(hook_input).encode(), capture_output=True, timeout=60, env=env)
     assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+
+
+# --- Cursor and opencode: the MCP server only ------------------------------------------------------
+
+MCP_ONLY = [("cursor", ".cursor/mcp.json", ".cursor/mcp.json", "mcpServers", install.server_entry),
+            ("opencode", "opencode.json", ".config/opencode/opencode.json", "mcp", install.opencode_server_entry)]
+
+
+@pytest.mark.parametrize("agent,project_file,user_file,key,entry", MCP_ONLY)
+@pytest.mark.parametrize("scope", ["--project", "--user"])
+def test_mcp_only_clients_get_the_server_and_back_byte_for_byte(repo: Path, home: Path, user_home: Path, agent: str,
+                                                                 project_file: str, user_file: str, key: str,
+                                                                 entry: Any, scope: str) -> None:
+    path = user_home / user_file if scope == "--user" else repo / project_file
+    other = {"$schema": "https://example.test/config.json", key: {"github": {"command": "npx", "args": ["-y", "gh"]}}}
+    write(path, json.dumps(other, indent=4) + "\n")
+    before = path.read_bytes()
+    roundtrip(repo, agent, scope)
+    doc = json.loads(path.read_text())
+    assert doc[key]["realmem"] == entry(str(home)) and doc[key]["github"] == other[key]["github"]
+    assert "Already installed" in invoke(repo, agent, scope, "--yes").output
+    uninstall(repo, agent, scope)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("agent,project_file,user_file,key,entry", MCP_ONLY)
+def test_mcp_only_clients_on_an_empty_project(repo: Path, home: Path, agent: str, project_file: str, user_file: str,
+                                              key: str, entry: Any) -> None:
+    roundtrip(repo, agent)
+    assert json.loads((repo / project_file).read_text()) == {key: {"realmem": entry(str(home))}}
+    uninstall(repo, agent)
+    assert not (repo / project_file).exists() and not (repo / ".cursor").exists()
+
+
+def test_opencode_refuses_a_commented_config(repo: Path, home: Path) -> None:
+    path = repo / "opencode.json"
+    text = '{\n  // opencode reads JSONC\n  "theme": "opencode"\n}\n'
+    write(path, text)
+    r = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--cwd", str(repo), "install", "opencode", "--yes"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "has comments" in r.stderr and path.read_text() == text
