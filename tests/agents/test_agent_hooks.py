@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from realmem.read import prompt
+from realmem.agents import clients
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events import types as ev
@@ -104,3 +105,14 @@ def test_an_unknown_agent_or_another_clients_event_is_bad_input(server: Any, rep
         assert out.returncode == 0 and out.stdout == b""
         assert out.stderr.startswith(b"realmem hook: bad hook input"), out.stderr
     assert server.poll() is None
+
+
+def test_each_clients_tool_input_names_its_paths() -> None:
+    # The patch grammar of Codex's apply_patch tool (openai/codex codex-rs/apply-patch).
+    patch = ("*** Begin Patch\n*** Update File: src/a.py\n*** Move to: src/b.py\n@@\n-x\n+y\n"
+             "*** Delete File: old.txt\n*** Add File: new.md\n+hi\n*** End Patch\n")
+    assert clients.codex_input("apply_patch", {"command": patch}) == {"paths": ["src/a.py", "src/b.py", "old.txt",
+                                                                                "new.md"]}
+    assert clients.codex_input("Bash", {"command": "cat a"}) == {"command": "cat a"}
+    assert clients.gemini_input("read_many_files", {"include": ["a.py", "docs"]}) == {"paths": ["a.py", "docs"]}
+    assert clients.gemini_input("read_file", {"file_path": "a.py"}) == {"file_path": "a.py"}
