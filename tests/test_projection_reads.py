@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "realmem"
 
 # Tables the projector builds from the events (the FTS shadow tables and the vector tables are
 # the index's).  Not projections: events (the log), locks and lease_generations (the lease),
-# meta, schema_version (storage), agent_sessions/agent_shown (claude_code's own session state)
+# meta, schema_version (storage), agent_sessions/agent_shown (agents/sessions: the hook clients' state)
 # and tree_summaries (jobs/tree.py's answer cache): each is read by the module that owns it.
 PROJECTION_TABLES = {
     "memories", "counters", "pending", "urgency", "missing_paths", "store_sizes", "problems", "file_stats",

@@ -1,15 +1,16 @@
-"""The Claude Code hook command: stdin (the hook's JSON input) -> the per-home hook server ->
-stdout (the hook's JSON output, or nothing).
+"""The hook command of every client (``--agent claude-code``, the default, ``codex`` or
+``gemini``): stdin (the hook's JSON input) -> the per-home hook server -> stdout (the hook's
+JSON output, or nothing).
 
 A hook runs after every tool call, so this is run as a script with ``python -I -S`` (no
 site-packages, no realmem import) and imports almost nothing: it does not even parse JSON
 (``json`` pulls in ``re`` and ``enum``); it forwards the input bytes and prints the reply
 bytes.  When no server answers it starts one (``realmem
 hook-server``, detached) and waits for its socket.  It never blocks the agent: any failure
-prints a line on stderr and exits 0 with no output, which Claude Code ignores.
+prints a line on stderr and exits 0 with no output, which every client ignores.
 
-Wire (one connection per hook call): the client sends ``realmem-hook 1\\n`` and the input
-bytes, then shuts its side down; the server answers one line (an error message, or empty)
+Wire (one connection per hook call): the client sends ``realmem-hook 2 <agent>\\n`` and the
+input bytes, then shuts its side down; the server answers one line (an error message, or empty)
 followed by the output bytes (empty when the hook has nothing to say).
 
 Another local user must not be able to stand in for the server: it would receive every tool
@@ -31,7 +32,7 @@ import stat
 import sys
 import time
 
-HELLO = b"realmem-hook 1\n"
+HELLO = b"realmem-hook 2"  # then a space, the agent and a newline
 CONNECT_WAIT_SECONDS = 20.0  # a cold server imports realmem and opens the store first
 REPLY_WAIT_SECONDS = 60.0    # a SessionStart scans the stores of a big project
 SPAWN_GUARD_SECONDS = 5.0
@@ -93,7 +94,7 @@ def check_peer(s: _socket.socket, path: str) -> None:
         raise Refused(f"refused the hook server on {path}: it runs as uid {uid} (pid {pid}), not {os.geteuid()}")
 
 
-def request(home: str, data: bytes) -> tuple[str, bytes]:
+def request(home: str, data: bytes, agent: str) -> tuple[str, bytes]:
     """One hook call over the socket: (error line, output bytes)."""
     path = socket_path(home)
     check_socket_dir(home, path)
@@ -102,7 +103,7 @@ def request(home: str, data: bytes) -> tuple[str, bytes]:
         s.settimeout(REPLY_WAIT_SECONDS)
         s.connect(path)
         check_peer(s, path)
-        s.sendall(HELLO + data)
+        s.sendall(HELLO + b" " + agent.encode() + b"\n" + data)
         s.shutdown(_socket.SHUT_WR)
         chunks = []
         while chunk := s.recv(65536):
@@ -137,9 +138,9 @@ def spawn_server(home: str) -> None:
 NOT_SERVING = (FileNotFoundError, ConnectionRefusedError, ConnectionResetError)
 
 
-def call(home: str, data: bytes) -> tuple[str, bytes]:
+def call(home: str, data: bytes, agent: str) -> tuple[str, bytes]:
     try:
-        return request(home, data)
+        return request(home, data, agent)
     except NOT_SERVING:
         pass
     spawn_server(home)
@@ -147,7 +148,7 @@ def call(home: str, data: bytes) -> tuple[str, bytes]:
     delay = 0.01
     while True:
         try:
-            return request(home, data)
+            return request(home, data, agent)
         except NOT_SERVING:
             if time.monotonic() > deadline:
                 raise
@@ -155,10 +156,15 @@ def call(home: str, data: bytes) -> tuple[str, bytes]:
             delay = min(delay * 2, 0.2)
 
 
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
 def main(argv: list[str]) -> int:
-    home = home_dir(argv[argv.index("--home") + 1] if "--home" in argv[:-1] else None)
+    home = home_dir(_option(argv, "--home"))
+    agent = _option(argv, "--agent") or "claude-code"  # the hooks installed before there were others
     try:
-        error, output = call(home, sys.stdin.buffer.read())
+        error, output = call(home, sys.stdin.buffer.read(), agent)
     except Refused as exc:
         sys.stderr.write(f"realmem hook: {exc}\n")
         return 0

@@ -7,9 +7,10 @@ while it runs; a second one (a start race) cannot take it and exits at once.  It
 ``worker.idleSeconds`` without a request, or when its home is removed.  Requests are served
 one at a time: each is a few milliseconds, and the stores' apps stay open between them.
 
-Wire: see ``realmem.agents.hookclient`` (a hello line and the hook's input bytes in; an error
-line and the hook's output bytes back).  The event is the input's ``hook_event_name``
-(Claude Code's documented field).
+Wire: see ``realmem.agents.hookclient`` (a hello line naming the agent and the hook's input
+bytes in; an error line and the hook's output bytes back).  The agent (``realmem.agents.clients``)
+says what each event means; the event is the input's ``hook_event_name``, a field all three
+clients send.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from realmem import logs
 from realmem.read import pathnotes
 from realmem.storage import db
 from realmem.write import observe
-from realmem.agents import claude_code
+from realmem.agents import clients, sessions
 from realmem.agents.hookclient import HELLO, Refused, check_socket_dir, socket_path
 from realmem.app import Realmem
 from realmem.config import Config
@@ -50,29 +51,30 @@ class Handler:
         self.apps: dict[str, Realmem] = {}
         self.indexes: dict[str, pathnotes.NoteIndex] = {}
 
-    def app(self, cwd: str, session_id: str | None) -> Realmem:
+    def app(self, cwd: str, actor: str) -> Realmem:
         key = str(Path(cwd).resolve())
         app = self.apps.get(key)
         if app is None:
             app = observe.open_attached(self.home, key, scan=False)
             self.apps[key] = app
-        app.session = claude_code.actor(session_id)
+        app.session = actor
         return app
 
-    def handle(self, hook: dict[str, Any]) -> dict[str, Any] | None:
+    def handle(self, agent: str, hook: dict[str, Any]) -> dict[str, Any] | None:
         """The hook's output object (None: print nothing); ValueError for input it cannot use."""
+        client = clients.CLIENTS.get(agent)
+        if client is None:
+            raise ValueError(f"unknown agent {agent!r}")
         event = hook.get("hook_event_name")
+        if event not in client.events():
+            raise ValueError(f"unsupported hook event {event!r} for {agent}")
         cwd = hook.get("cwd") or os.getcwd()
         if not isinstance(cwd, str) or not Path(cwd).is_dir():
             raise ValueError(f"no such directory: {cwd!r}")
         sid = hook.get("session_id") if isinstance(hook.get("session_id"), str) else None
-        if event == "SessionStart":
-            return claude_code.session_start(self.app(cwd, sid), hook)
-        if event == "PostToolUse":
-            app = self.app(cwd, sid)
-            index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
-            return claude_code.post_tool_use(app, index, hook)
-        raise ValueError(f"unsupported hook event {event!r}")
+        app = self.app(cwd, sessions.actor(agent, sid))
+        index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
+        return clients.handle(client, app, index, hook)
 
     def close(self) -> None:
         for app in self.apps.values():
@@ -88,12 +90,13 @@ def _serve_one(conn: socket.socket, handler: Handler) -> None:
     data = b"".join(chunks)
     error, output = "", None
     try:
-        if not data.startswith(HELLO):
+        head, _, body = data.partition(b"\n")
+        if not head.startswith(HELLO + b" "):
             raise ValueError("not a realmem hook request (client and server versions differ?)")
-        hook = json.loads(data[len(HELLO):] or b"{}")
+        hook = json.loads(body or b"{}")
         if not isinstance(hook, dict):
             raise ValueError("the hook input is not a JSON object")
-        output = handler.handle(hook)
+        output = handler.handle(head[len(HELLO) + 1:].decode("utf-8", "replace"), hook)
     except ValueError as exc:
         error = f"bad hook input: {exc}"
     except Exception as exc:  # a bug must not kill the server: the agent goes on without notes

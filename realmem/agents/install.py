@@ -1,21 +1,21 @@
-"""`realmem install`: write (or remove) realmem's Claude Code hooks and MCP server entries.
+"""`realmem install`: write (or remove) realmem's hooks and MCP server entries for Claude
+Code, Codex and Gemini CLI, and the MCP server alone for Cursor and opencode; any other client
+gets ``install mcp --print``.
 
 ``claude-code --project`` edits ``<project>/.claude/settings.json`` (hooks) and
 ``<project>/.mcp.json`` (MCP server); ``--user`` edits ``~/.claude/settings.json`` and the
 top-level ``mcpServers`` of ``~/.claude.json``, where Claude Code keeps user-scope servers.
+``codex`` edits ``.codex/hooks.json`` (hooks, Claude Code's JSON shape) and ``.codex/config.toml``
+(``[mcp_servers.realmem]`` and ``[features] hooks = true``) in the project or in Codex's home;
+``gemini`` edits ``.gemini/settings.json`` (``hooks`` and ``mcpServers``) in the project or
+the home directory; ``cursor`` edits ``.cursor/mcp.json`` and ``opencode`` the ``mcp`` object
+of ``opencode.json`` (``~/.config/opencode/`` for ``--user``).
+
 Every change is planned first and shown as a diff; nothing is written before the user
 confirms (``--yes`` skips the question).  Installing twice changes nothing; ``--uninstall``
-removes exactly realmem's entries (recognised by the hook client's path and the server name)
-and leaves every other hook, server and key alone.
-
-Install records in ``<REALMEM_HOME>/install.json``, keyed by the file's absolute path, the file
-as it was (its text, or that it did not exist) and the directories it had to create.  When
-uninstall leaves the same JSON as that record, it gives back the recorded bytes (a ``{}`` file
-stays ``{}``, a 4-space layout keeps its layout), deletes a file install created and removes
-the directories install created once they are empty: a ``.claude/`` that was there stays.
-When the file was changed since (other keys, hooks or servers), those edits are kept and the
-file is rewritten as JSON with a 2-space indent.  Without a record (another home, an install
-by an older realmem) a file that only realmem's entries filled is deleted, no directory.
+removes exactly realmem's entries (recognised by the hook client's path and the server name),
+leaves every other hook, server and key alone and gives a file back byte for byte when nobody
+changed it since (``realmem.agents.edits``).
 
 A file that is a symlink (or sits in a symlinked directory) is read and written at its target
 when the target stays inside the project (``--user``: the home directory): the link stays a
@@ -23,45 +23,51 @@ link, so restoring the target's bytes restores everything.  A link that leaves i
 before anything is written: a committed ``.claude/settings.json`` linked to a file elsewhere
 would otherwise have realmem rewrite that file, or replace the link with a copy of it.
 
-The CLI imports it at start, so it imports nothing the CLI does not load anyway.
+The CLI imports it at start, so it imports nothing the CLI does not load anyway (tomlkit is
+imported when a Codex file is planned).
 """
 
 from __future__ import annotations
 
-import difflib
+import inspect
 import json
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import click
 
-from realmem.app import RealmemError
+from realmem.agents import edits
+from realmem.agents.edits import InstallError
 from realmem.config import SECRET_KEYS, Config, home_dir, secret_var
-from realmem.storage.fsutil import atomic_write_text
 from realmem.stores.project import detect
 
 SERVER_NAME = "realmem"
-MANIFEST = "install.json"  # in the realmem home: what install found and created, per file
 HOOK_CLIENT = Path(__file__).resolve().parent / "hookclient.py"
 MARKER = "realmem/agents/hookclient.py"  # how an installed hook command is recognised
-SESSION_START_MATCHER = "startup|resume|clear|compact"
-SESSION_START_TIMEOUT = 60   # seconds; the first call starts the hook server
-POST_TOOL_USE_TIMEOUT = 15
+# Per client: (event, matcher or None, timeout in seconds).  The first SessionStart call may
+# start the hook server and scan the stores, so it gets a minute.
+HOOKS: dict[str, list[tuple[str, str | None, int]]] = {
+    "claude-code": [("SessionStart", "startup|resume|clear|compact", 60), ("PostToolUse", "*", 15)],
+    "codex": [("SessionStart", "startup|resume|clear|compact", 60), ("PostToolUse", "*", 15),
+              ("PostCompact", None, 15)],
+    # Lifecycle matchers are exact strings in Gemini CLI; "*" matches every source and trigger.
+    "gemini": [("SessionStart", "*", 60), ("BeforeAgent", "*", 60), ("AfterTool", "*", 15), ("PreCompress", "*", 15)],
+}
+TIMEOUT_UNIT = {"gemini": 1000}  # Gemini CLI counts hook timeouts in milliseconds
 
 
-class InstallError(RealmemError):
-    """A settings file realmem will not touch (unreadable, not a JSON object): exit 1."""
-
-
-def hook_command(home: str | None) -> str:
+def hook_command(home: str | None, agent: str = "claude-code") -> str:
     """``python -I -S hookclient.py``: no site-packages, no realmem import (starts in milliseconds)."""
     parts = [sys.executable, "-I", "-S", str(HOOK_CLIENT)]
     if home:
         parts += ["--home", home]
+    if agent != "claude-code":  # the client's default; Claude Code's installed commands stay as they were
+        parts += ["--agent", agent]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -117,31 +123,36 @@ def server_entry(home: str | None) -> dict[str, Any]:
     return {"type": "stdio", "command": command, "args": args, "env": {}}
 
 
-def hook_entries(home: str | None) -> dict[str, dict[str, Any]]:
-    cmd = hook_command(home)
-    return {
-        "SessionStart": {"matcher": SESSION_START_MATCHER,
-                         "hooks": [{"type": "command", "command": cmd, "timeout": SESSION_START_TIMEOUT}]},
-        "PostToolUse": {"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": POST_TOOL_USE_TIMEOUT}]},
-    }
+def gemini_server_entry(home: str | None) -> dict[str, Any]:
+    """Gemini CLI's ``mcpServers`` entry: no ``type`` key (it tells stdio by ``command``)."""
+    entry = server_entry(home)
+    return {"command": entry["command"], "args": entry["args"]}
+
+
+def hook_entries(home: str | None, agent: str = "claude-code") -> dict[str, dict[str, Any]]:
+    cmd = hook_command(home, agent)
+    unit = TIMEOUT_UNIT.get(agent, 1)
+    out = {}
+    for event, matcher, timeout in HOOKS[agent]:
+        handler = {"type": "command", "command": cmd, "timeout": timeout * unit}
+        if agent == "gemini":
+            handler = {"name": SERVER_NAME, **handler}  # how /hooks lists it
+        out[event] = {**({"matcher": matcher} if matcher is not None else {}), "hooks": [handler]}
+    return out
 
 
 def _ours(handler: Any) -> bool:
     return isinstance(handler, dict) and MARKER in str(handler.get("command", "")).replace(os.sep, "/")
 
 
-def _our_server(entry: Any) -> bool:
-    args = entry.get("args", []) if isinstance(entry, dict) else []
-    # "realmem.cli" is what installs before the package move wrote; they are ours to replace.
-    return bool(set(args) & {"realmem", "realmem.cli", "realmem.interface.cli"}) and "mcp" in args
-
-
 # --- planning: pure functions from a document to the changed document ------------------------
 
-def add_hooks(doc: dict[str, Any], home: str | None) -> dict[str, Any]:
+def add_hooks(doc: dict[str, Any], home: str | None, agent: str = "claude-code") -> dict[str, Any]:
     doc = remove_hooks(doc)  # a stale entry (moved checkout, other home) is replaced, not doubled
     hooks = doc.setdefault("hooks", {})
-    for event, group in hook_entries(home).items():
+    if not isinstance(hooks, dict):
+        raise InstallError("hooks is not a JSON object; fix the file by hand first")
+    for event, group in hook_entries(home, agent).items():
         hooks.setdefault(event, []).append(group)
     return doc
 
@@ -175,172 +186,92 @@ def remove_hooks(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def add_server(doc: dict[str, Any], home: str | None) -> dict[str, Any]:
+def add_server(doc: dict[str, Any], home: str | None, entry: dict[str, Any] | None = None,
+               key: str = "mcpServers") -> dict[str, Any]:
     doc = json.loads(json.dumps(doc))
-    servers = doc.setdefault("mcpServers", {})
+    servers = doc.setdefault(key, {})
     if not isinstance(servers, dict):
-        raise InstallError("mcpServers is not a JSON object; fix the file by hand first")
+        raise InstallError(f"{key} is not a JSON object; fix the file by hand first")
     current = servers.get(SERVER_NAME)
-    if current is not None and not _our_server(current):
+    if current is not None and not edits.our_server(current):
         raise InstallError(f"an MCP server named {SERVER_NAME!r} that realmem did not write is already configured")
-    servers[SERVER_NAME] = server_entry(home)
+    servers[SERVER_NAME] = entry or server_entry(home)
     return doc
 
 
-def remove_server(doc: dict[str, Any]) -> dict[str, Any]:
+def remove_server(doc: dict[str, Any], key: str = "mcpServers") -> dict[str, Any]:
     doc = json.loads(json.dumps(doc))
-    servers = doc.get("mcpServers")
-    if isinstance(servers, dict) and _our_server(servers.get(SERVER_NAME)):
-        del servers[SERVER_NAME]
-        if not servers:
-            del doc["mcpServers"]
+    edits.drop(doc, key, SERVER_NAME, edits.our_server)
     return doc
 
 
-# --- files --------------------------------------------------------------------------------------
+def opencode_server_entry(home: str | None) -> dict[str, Any]:
+    """opencode's ``mcp`` entry: a local server whose command list holds the arguments."""
+    entry = server_entry(home)
+    return {"type": "local", "command": [entry["command"], *entry["args"]], "enabled": True}
 
-@attrs.define
-class Change:
+
+# --- the files of each client -------------------------------------------------------------------
+
+JSON = edits.Format("JSON", edits.parse_json, edits.dump_json, lambda doc: remove_hooks(remove_server(doc)))
+
+
+@attrs.frozen
+class File:
+    """One file a client reads, and realmem's edits of it."""
     path: Path
-    before: str | None  # None: the file does not exist
-    after: str | None   # None: the file is removed
-    record: dict[str, Any] | None = None  # install: the file as found, for the manifest
-    forget: bool = False                  # uninstall: drop the file's record once applied
-    remove_dirs: list[Path] = attrs.field(factory=list)  # install created them; removed when empty
-
-    @property
-    def changed(self) -> bool:
-        return self.before != self.after
-
-    def diff(self) -> str:
-        return "".join(difflib.unified_diff((self.before or "").splitlines(keepends=True),
-                                            (self.after or "").splitlines(keepends=True),
-                                            fromfile=str(self.path) if self.before is not None else "/dev/null",
-                                            tofile=str(self.path) if self.after is not None else "/dev/null"))
-
-    def apply(self) -> None:
-        if self.after is None:
-            self.path.unlink(missing_ok=True)
-            for d in self.remove_dirs:  # deepest first
-                if d.is_dir() and not any(d.iterdir()):
-                    d.rmdir()
-            return
-        mode = (self.path.stat().st_mode & 0o777) if self.path.exists() else None  # ~/.claude.json stays private
-        atomic_write_text(self.path, self.after, mode=mode)
+    fmt: edits.Format
+    add: Callable[[Any], Any]
+    remove: Callable[[Any], Any]
 
 
-def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, {}
-    except OSError as exc:
-        raise InstallError(f"cannot read {path}: {exc}") from None
-    try:
-        doc = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise InstallError(f"{path} is not valid JSON ({exc}); nothing was changed") from None
-    if not isinstance(doc, dict):
-        raise InstallError(f"{path} does not hold a JSON object; nothing was changed")
-    return text, doc
+def codex_dir(user_home: Path) -> Path:
+    """Codex's own home: $CODEX_HOME, else ~/.codex."""
+    raw = os.environ.get("CODEX_HOME")
+    return Path(raw).expanduser() if raw else user_home / ".codex"
 
 
-def _dump(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+def client_files(agent: str, scope: str, project_root: Path, user_home: Path, home: str | None) -> list[File]:
+    """The files ``realmem install <agent>`` edits in a scope, with realmem's entries for each."""
+    hooks = File(Path(), JSON, lambda d: add_hooks(d, home, agent), remove_hooks)
+    servers = File(Path(), JSON, lambda d: add_server(d, home), remove_server)
+    user = scope == "user"
+    if agent == "claude-code":
+        return [attrs.evolve(hooks, path=(user_home if user else project_root) / ".claude" / "settings.json"),
+                attrs.evolve(servers, path=user_home / ".claude.json" if user else project_root / ".mcp.json")]
+    if agent == "codex":
+        from realmem.agents import codexconfig  # lazy: tomlkit is only needed for Codex, not at CLI start
+
+        toml = edits.Format("TOML", codexconfig.parse, codexconfig.dump, codexconfig.strip, codexconfig.plain)
+        base = codex_dir(user_home) if user else project_root / ".codex"
+        entry, env_vars = server_entry(home), forwarded_env(home)
+        return [attrs.evolve(hooks, path=base / "hooks.json"),
+                File(base / "config.toml", toml, lambda d: codexconfig.add(d, entry, env_vars),
+                     codexconfig.remove_server)]
+    if agent == "gemini":  # one settings.json holds both
+        entry = gemini_server_entry(home)
+        return [File((user_home if user else project_root) / ".gemini" / "settings.json", JSON,
+                     lambda d: add_server(add_hooks(d, home, agent), home, entry),
+                     lambda d: remove_server(remove_hooks(d)))]
+    if agent == "cursor":  # MCP only: realmem does not drive Cursor's hooks (their own JSON, not wired yet)
+        return [attrs.evolve(servers, path=(user_home if user else project_root) / ".cursor" / "mcp.json")]
+    if agent == "opencode":  # MCP only: opencode extends itself by JavaScript plugins, not hook commands
+        entry = opencode_server_entry(home)
+        fmt = edits.Format("JSON", edits.parse_json, edits.dump_json, lambda d: remove_server(d, "mcp"))
+        path = user_home / ".config" / "opencode" / "opencode.json" if user else project_root / "opencode.json"
+        return [File(path, fmt, lambda d: add_server(d, home, entry, "mcp"), lambda d: remove_server(d, "mcp"))]
+    raise ValueError(f"no install for {agent!r}")
 
 
-def _missing_dirs(path: Path) -> list[Path]:
-    """The directories above ``path`` that do not exist yet, deepest first."""
-    out = []
-    d = path.parent
-    while not d.exists():
-        out.append(d)
-        d = d.parent
-    return out
-
-
-def target(path: Path, bound: Path, where: str) -> Path:
-    """The file to read and write for ``path``: itself, or where its symlinks lead if that is
-    inside ``bound`` (else InstallError: realmem never writes through a link out of it)."""
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError on Python 3.11)
-        raise InstallError(f"cannot resolve {path} ({exc}); nothing was changed") from None
-    if real == path:
-        return path
-    if not real.is_relative_to(bound.resolve()):
-        raise InstallError(f"{path} is a symlink to {real}, outside {where}; realmem does not write through it "
-                           "(replace the link with a file to install there); nothing was changed")
-    return real
-
-
-def plan_install(path: Path, edit, manifest: dict[str, Any]) -> Change:  # type: ignore[no-untyped-def]
-    before, doc = _read(path)
-    new = edit(doc)
-    if new == doc:
-        return Change(path, before, before)
-    record = None
-    if remove_hooks(remove_server(doc)) == doc:
-        # The file as found, unless realmem's entries are in it already (a second install, say
-        # with another home): then the first record still says what was there before realmem.
-        record = {"text": before, "dirs": [str(d) for d in _missing_dirs(path)]}
-    return Change(path, before, _dump(new), record=record)
-
-
-def plan_uninstall(path: Path, edit, manifest: dict[str, Any]) -> Change:  # type: ignore[no-untyped-def]
-    before, doc = _read(path)
-    new = edit(doc)
-    if new == doc:
-        return Change(path, before, before)
-    record = manifest.get(str(path))
-    if not isinstance(record, dict):  # no record (another home, an older realmem): entries, and a file only they fill
-        if not new and before is not None and doc:
-            return Change(path, before, None)
-        return Change(path, before, _dump(new))
-    found = record.get("text") if isinstance(record.get("text"), str) else None  # None: there was no file
-    if found is None:
-        found_doc: Any = {}
-    else:
-        try:
-            found_doc = json.loads(found) if found.strip() else {}
-        except ValueError:
-            found_doc = None
-    if new != found_doc:  # edited since install: keep those edits
-        return Change(path, before, _dump(new), forget=True)
-    return Change(path, before, found, forget=True, remove_dirs=[Path(d) for d in record.get("dirs", [])])
-
-
-def claude_paths(scope: str, project_root: Path, user_home: Path) -> tuple[Path, Path]:
-    """(settings file for hooks, file holding the MCP server) for a scope."""
-    if scope == "user":
-        return user_home / ".claude" / "settings.json", user_home / ".claude.json"
-    return project_root / ".claude" / "settings.json", project_root / ".mcp.json"
-
-
-def plan_claude_code(scope: str, project_root: Path, user_home: Path, home: str | None, *,
-                     uninstall: bool, manifest: dict[str, Any] | None = None) -> list[Change]:
+def plan(agent: str, scope: str, project_root: Path, user_home: Path, home: str | None, *,
+         uninstall: bool, manifest: dict[str, Any] | None = None) -> list[edits.Change]:
     bound, where = (user_home, "your home directory") if scope == "user" else (project_root, "the project")
-    settings, mcp_file = (target(p.absolute(), bound, where) for p in claude_paths(scope, project_root, user_home))
-    manifest = manifest or {}
-    if uninstall:
-        return [plan_uninstall(settings, remove_hooks, manifest), plan_uninstall(mcp_file, remove_server, manifest)]
-    return [plan_install(settings, lambda d: add_hooks(d, home), manifest),
-            plan_install(mcp_file, lambda d: add_server(d, home), manifest)]
-
-
-def load_manifest(realmem_home: Path) -> dict[str, Any]:
-    path = realmem_home / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise InstallError(f"cannot read {path} ({exc}); move it away to continue") from None
-    return data if isinstance(data, dict) else {}
-
-
-def save_manifest(realmem_home: Path, manifest: dict[str, Any]) -> None:
-    atomic_write_text(realmem_home / MANIFEST, _dump(manifest), mode=0o600)
+    out = []
+    for f in client_files(agent, scope, project_root, user_home, home):
+        path = edits.target(f.path.absolute(), bound, where)
+        out.append(edits.plan_uninstall(path, f.remove, f.fmt, manifest or {}) if uninstall
+                   else edits.plan_install(path, f.add, f.remove, f.fmt))
+    return out
 
 
 def explicit_home(cli_home: str | None) -> str | None:
@@ -357,33 +288,49 @@ def install() -> None:
     """Connect other agents to realmem (hooks and MCP configuration)."""
 
 
-@install.command("claude-code")
-@click.option("--project", "scope", flag_value="project", default=True,
-              help="this project: .claude/settings.json and .mcp.json (default)")
-@click.option("--user", "scope", flag_value="user", help="every project: ~/.claude/settings.json and ~/.claude.json")
-@click.option("--uninstall", is_flag=True, help="remove exactly what install added")
-@click.option("--yes", is_flag=True, help="do not ask for confirmation")
-@click.pass_context
-def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> None:
-    """Write realmem's Claude Code hooks (SessionStart, PostToolUse) and its MCP server.
+# Per client: where --project and --user write, and how to make the client load the change.
+INSTALLS = {
+    "claude-code": (".claude/settings.json and .mcp.json", "~/.claude/settings.json and ~/.claude.json",
+                    "Restart Claude Code (or run /hooks and /mcp) to load it."),
+    "codex": (".codex/hooks.json and .codex/config.toml (a trusted project's)",
+              "~/.codex/hooks.json and ~/.codex/config.toml ($CODEX_HOME when set)",
+              "Restart Codex and trust the new hooks when it asks (/hooks lists them)."),
+    "gemini": (".gemini/settings.json", "~/.gemini/settings.json",
+               "Restart Gemini CLI (/hooks and /mcp list what it loaded)."),
+    "cursor": (".cursor/mcp.json", "~/.cursor/mcp.json", "Reload Cursor's MCP servers (Settings > MCP) to load it."),
+    "opencode": ("opencode.json", "~/.config/opencode/opencode.json", "Restart opencode to load it."),
+}
 
-    Example:
-        realmem install claude-code --project
-        realmem install claude-code --user --uninstall --yes
-    """
+
+def install_command(agent: str, doc: str) -> None:
+    """Declare ``realmem install <agent>``: the same options and steps for every client."""
+    project_files, user_files, restart = INSTALLS[agent]
+
+    @install.command(agent, help=inspect.cleandoc(doc))
+    @click.option("--project", "scope", flag_value="project", default=True, help=f"this project: {project_files} (default)")
+    @click.option("--user", "scope", flag_value="user", help=f"every project: {user_files}")
+    @click.option("--uninstall", is_flag=True, help="remove exactly what install added")
+    @click.option("--yes", is_flag=True, help="do not ask for confirmation")
+    @click.pass_context
+    def command(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> None:
+        if run(ctx, agent, scope, uninstall=uninstall, yes=yes) and not uninstall:
+            click.echo(restart)
+
+
+def run(ctx: click.Context, agent: str, scope: str, *, uninstall: bool, yes: bool) -> bool:
+    """Plan, show the diff, ask, record what was there, write; False when there was nothing to do."""
     c = ctx.find_root().obj
     cwd = Path(c.cwd or os.getcwd()).resolve()
     project = detect(cwd)
     root = project.root if project is not None else cwd
     realmem_home = home_dir(c.home)
-    manifest = load_manifest(realmem_home)
-    changes = plan_claude_code(scope, root, Path.home(), explicit_home(c.home), uninstall=uninstall,
-                               manifest=manifest)
+    manifest = edits.load_manifest(realmem_home)
+    changes = plan(agent, scope, root, Path.home(), explicit_home(c.home), uninstall=uninstall, manifest=manifest)
     todo = [ch for ch in changes if ch.changed]
     if not todo:
         click.echo("Nothing to remove: realmem is not installed there." if uninstall
                    else "Already installed; nothing to change.")
-        return
+        return False
     for ch in todo:
         click.echo(ch.diff(), nl=False)
     if not yes and not click.confirm("Apply these changes?", default=False):
@@ -391,16 +338,47 @@ def claude_code(ctx: click.Context, scope: str, uninstall: bool, yes: bool) -> N
         raise SystemExit(1)
     recorded = [ch for ch in todo if ch.record is not None]
     if recorded:  # before the files change: a failed write then leaves a record of the untouched file
-        save_manifest(realmem_home, manifest | {str(ch.path): ch.record for ch in recorded})
+        edits.save_manifest(realmem_home, manifest | {str(ch.path): ch.record for ch in recorded})
     for ch in todo:
         ch.apply()
     if any(ch.forget for ch in todo):
-        save_manifest(realmem_home, {k: v for k, v in manifest.items()
-                                     if k not in {str(ch.path) for ch in todo if ch.forget}})
+        edits.save_manifest(realmem_home, {k: v for k, v in manifest.items()
+                                           if k not in {str(ch.path) for ch in todo if ch.forget}})
     verb = "Removed realmem from" if uninstall else "Installed realmem into"
     click.echo(f"{verb}: " + ", ".join(str(ch.path) for ch in todo))
-    if not uninstall:
-        click.echo("Restart Claude Code (or run /hooks and /mcp) to load it.")
+    return True
+
+
+install_command("claude-code", """Write realmem's Claude Code hooks (SessionStart, PostToolUse) and its MCP server.
+
+    Example:
+        realmem install claude-code --project
+        realmem install claude-code --user --uninstall --yes
+    """)
+install_command("codex", """Write realmem's Codex hooks (SessionStart, PostToolUse, PostCompact), its MCP server
+    and the hooks feature flag.
+
+    Example:
+        realmem install codex --project
+        realmem install codex --user --uninstall --yes
+    """)
+install_command("gemini", """Write realmem's Gemini CLI hooks (SessionStart, BeforeAgent, AfterTool, PreCompress)
+    and its MCP server.
+
+    Example:
+        realmem install gemini --project
+        realmem install gemini --user --uninstall --yes
+    """)
+install_command("cursor", """Write realmem's MCP server for Cursor (no hooks yet).
+
+    Example:
+        realmem install cursor --project
+    """)
+install_command("opencode", """Write realmem's MCP server for opencode (no hooks: opencode has plugins instead).
+
+    Example:
+        realmem install opencode --user
+    """)
 
 
 CLIENTS = ("generic", "cursor", "codex", "gemini", "opencode")
@@ -409,16 +387,14 @@ CLIENTS = ("generic", "cursor", "codex", "gemini", "opencode")
 def client_snippet(client: str, home: str | None) -> str:
     entry = server_entry(home)
     if client == "codex":  # ~/.codex/config.toml
-        args = ", ".join(json.dumps(a) for a in entry["args"])
-        env_vars = ", ".join(json.dumps(v) for v in forwarded_env(home))
-        return (f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(entry['command'])}\nargs = [{args}]\n"
-                f"env_vars = [{env_vars}]\n")
+        from realmem.agents import codexconfig  # lazy: tomlkit is only needed for Codex, not at CLI start
+
+        return codexconfig.snippet(entry, forwarded_env(home))
     if client == "opencode":  # opencode.json
-        return _dump({"mcp": {SERVER_NAME: {"type": "local", "command": [entry["command"], *entry["args"]],
-                                            "enabled": True}}})
+        return edits.dump_json({"mcp": {SERVER_NAME: opencode_server_entry(home)}})
     if client == "gemini":  # ~/.gemini/settings.json: no "type" key
-        return _dump({"mcpServers": {SERVER_NAME: {"command": entry["command"], "args": entry["args"]}}})
-    return _dump({"mcpServers": {SERVER_NAME: entry}})
+        return edits.dump_json({"mcpServers": {SERVER_NAME: gemini_server_entry(home)}})
+    return edits.dump_json({"mcpServers": {SERVER_NAME: entry}})
 
 
 @install.command("mcp")

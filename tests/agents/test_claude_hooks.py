@@ -8,61 +8,20 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from realmem.read import prompt
-from realmem.stores import ids
 from realmem.write import memories
 from realmem.agents import hookclient
 from realmem.agents.hookserver import LOCK
-from realmem.app import Realmem
 from realmem.events import types as ev
 from realmem.storage.lock import LeaseLock
-from realmem.write.observe import open_attached
 
 from conftest import stop_pid
-from helpers.hooks import HOOK, WAIT, fixture, run_hook, server  # noqa: F401 (the hook server fixture)
-
-
-@pytest.fixture
-def project(repo: Path, home: Path) -> Iterator[tuple[Realmem, dict[str, Any]]]:
-    for rel in ("src/db.py", "src/api/routes.py", "migrations/001.sql"):
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text("x = 1\n", encoding="utf-8")
-    app = open_attached(home, repo, scan=False)
-    assert app.project is not None
-    shared, personal = app.project.shared_store, app.project.personal_store
-    mems = {
-        "db": memories.add(app, "db module uses apsw", "src/db.py opens apsw with WAL.", store=shared,
-                           stored_paths=["src/db.py"], source="add"),
-        "api": memories.add(app, "routes are generated", "Edit routes.yaml, not routes.py.", store=shared,
-                            stored_paths=["src/api"], source="add"),
-        "sql": memories.add(app, "migrations are plain SQL", "No ORM migrations here.", store=personal,
-                            stored_paths=["migrations/*.sql"], source="add"),
-        "wide": memories.add(app, "tests run with pytest -q", "Run .venv/bin/python -m pytest -q.", store=shared,
-                             stored_paths=["."], source="add"),
-    }
-    yield app, mems
-    app.close()
-
-
-def notes_output(*entries: Any) -> dict[str, Any]:
-    lines = ["<realmem-path-notes>"]
-    lines += [f"[{ids.short(m.id)}] {m.caption} ({', '.join(m.paths)})" for m in entries]
-    lines += ["(read a caption's fact with realmem_recall ids=[...])", "</realmem-path-notes>"]
-    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "\n".join(lines)}}
-
-
-def section_output(text: str) -> dict[str, Any]:
-    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+from helpers.hooks import HOOK, WAIT, fixture, notes_output, project, run_hook, section_output, server  # noqa: F401 (fixtures)
 
 
 def test_session_start_and_path_notes_once_per_session(server: Any, project: Any, repo: Path, home: Path) -> None:

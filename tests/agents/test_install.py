@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from realmem.agents import install
+from realmem.agents import edits, install
 from realmem.interface.cli import cli
 
 from helpers.hooks import server  # noqa: F401 (the hook server fixture)
@@ -292,7 +292,7 @@ def test_a_link_out_of_the_project_is_refused_untouched(repo: Path, home: Path, 
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
     assert link.is_symlink()
-    assert not (home / install.MANIFEST).exists()
+    assert not (home / edits.MANIFEST).exists()
     assert not (repo / ".mcp.json").exists() or (repo / ".mcp.json").is_symlink()
 
 
