@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from realmem.clients import bridge
 from realmem.clients.base import ModelClient
 from realmem.clients.errors import EndpointError
 from realmem.config import Config
@@ -111,3 +112,10 @@ class ChatClient(ModelClient, ChatModel):
         usage = {k: float(v) for k, v in raw_usage.items()
                  if isinstance(v, int | float) and not isinstance(v, bool)} if isinstance(raw_usage, dict) else {}
         return text, model, usage
+
+
+def chat_model(cfg: Config, own: ChatModel | None = None) -> ChatModel:
+    """rewriter.url, else a front end's own model (``own``: MCP sampling), else the Pi bridge."""
+    if own is not None and not cfg["rewriter.url"]:
+        return own
+    return ChatClient.from_config(cfg, bridge.live(cfg.home))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from realmem.config import Config
 from realmem.frontend import set_in
-from realmem.jobs.rewrite import bridge
+from realmem.clients import bridge
 
 
 def chat_reachable(cfg: Config, *, own_model: bool = False) -> bool:
     """A chat model can be asked: ``own_model`` is a front end's own (MCP sampling)."""
-    return own_model or bool(cfg["rewriter.url"]) or bridge(cfg.home) is not None
+    return own_model or bool(cfg["rewriter.url"]) or bridge.live(cfg.home) is not None
 
 
 def judge(cfg: Config, *, own_model: bool = False) -> str | None:

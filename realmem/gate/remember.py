@@ -48,7 +48,7 @@ from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.words import count
 from realmem.logs import get_logger
-from realmem.jobs.rewrite import chat_client, rewrite
+from realmem.gate.rewrite import chat_client, rewrite
 from realmem.clients.chatjudge import ChatJudge
 from realmem.projections import queries
 

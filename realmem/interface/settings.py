@@ -12,7 +12,8 @@ from realmem import frontend
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.clients.models import list_models, pick_model
 from realmem.config import DEFAULTS, SECRET_KEYS, Config, ConfigError, env_name, mask_secret, secret_var
-from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
+from realmem.clients import bridge
+from realmem.read.status import REWRITER_BRIDGE, REWRITER_UNSET
 from realmem.read.render import table
 
 ENDPOINTS = ("semif", "embedding", "rewriter")
@@ -167,7 +168,7 @@ def test_endpoints(cfg: Config) -> list[dict[str, Any]]:
             note = {"semif": "not set: new memories are queued until it is",
                     "embedding": "not set: recall and deduplication use BM25 only",
                     "rewriter": REWRITER_UNSET}[name]
-            if name == "rewriter" and bridge(cfg.home) is not None:
+            if name == "rewriter" and bridge.live(cfg.home) is not None:
                 note = REWRITER_BRIDGE
             results.append({"endpoint": name, "ok": name != "semif", "message": note})
             continue

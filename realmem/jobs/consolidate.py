@@ -53,8 +53,8 @@ from realmem.events.types import Key
 from realmem.projections import queries
 from realmem.frontend import settings_hint
 from realmem.jobs import tree as treemod
-from realmem.jobs import rewrite as rw
-from realmem.jobs.rewrite import chat_client, rewrite
+from realmem.gate import rewrite as rw
+from realmem.gate.rewrite import chat_client, rewrite
 from realmem.stores.project import store_kind
 from realmem.projections.state import Memory
 from realmem.words import count

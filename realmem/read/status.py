@@ -9,10 +9,14 @@ from realmem.write import gitignore
 from realmem.app import Realmem
 from realmem.frontend import hint
 from realmem.jobs.queue import worker_status
-from realmem.jobs.rewrite import REWRITER_BRIDGE, REWRITER_UNSET, bridge
+from realmem.clients import bridge
 from realmem.stores.project import store_kind
 from realmem.words import count
 from realmem.projections import queries
+
+# How status and settings name the rewriter when no chat endpoint of its own is set.
+REWRITER_BRIDGE = "Pi's current model (bridge)"
+REWRITER_UNSET = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
 
 
 def gather(app: Realmem) -> dict[str, Any]:
@@ -30,7 +34,7 @@ def gather(app: Realmem) -> dict[str, Any]:
     endpoints = {name: {"url": app.config[f"{name}.url"] or None, "model": app.config[f"{name}.model"] or "(auto)"}
                  for name in ("semif", "embedding", "rewriter")}
     # Without rewriter.url, rewrites go to Pi's current model through the adapter's bridge.
-    endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge(app.home) is not None
+    endpoints["rewriter"]["bridge"] = not endpoints["rewriter"]["url"] and bridge.live(app.home) is not None
     # Without embedding.url, the bundled model embeds (embedding.local); status never loads it.
     local = app.config["embedding.local"]
     endpoints["embedding"]["local"] = None if endpoints["embedding"]["url"] or local == "off" else local

@@ -17,7 +17,7 @@ from mcp import ClientSession, types
 from mcp.shared.exceptions import MCPError
 
 from realmem.clients import chatjudge
-from realmem.jobs import rewrite
+from realmem.gate import rewrite
 
 from helpers.mcp_client import run_client, text_of
 

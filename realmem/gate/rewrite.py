@@ -1,7 +1,7 @@
 """Edit / Merge rewriting through the configured chat model (spec: "Remember path", step 6).
 
-The rewriter is ``rewriter.url`` when set, else the Pi model bridge: the newest live file in
-``REALMEM_HOME/bridge/*.json`` (``{url, token, pid}``, live = its pid is alive).  The model
+The rewriter is ``rewriter.url`` when set, else a front end's own model (MCP sampling), else
+the Pi model bridge (clients/bridge.py).  The model
 answers JSON ``{"caption", "content"}``; the result is scanned again, and on any failure (no
 endpoint, unreachable, invalid output, a secret or injection in the result) a deterministic
 fallback is used:
@@ -13,18 +13,16 @@ fallback is used:
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from realmem.storage.lock import pid_alive
+from realmem.clients.chat import ChatModel, chat_model
 from realmem.clients.errors import EndpointError, EndpointUnavailable
+from realmem.gate import safety
 from realmem.logs import get_logger
 
 if TYPE_CHECKING:
-    from realmem.clients.chat import ChatModel
     from realmem.app import Realmem
     from realmem.projections.state import Memory
 
@@ -68,34 +66,6 @@ class Rewritten:
         return self.fallback is not None
 
 
-# How status and settings name the rewriter when no chat endpoint of its own is set.
-REWRITER_BRIDGE = "Pi's current model (bridge)"
-REWRITER_UNSET = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
-
-def bridge(home: Path) -> tuple[str, str] | None:
-    """(url, token) of the newest live Pi model bridge, or None."""
-    d = home / "bridge"
-    best: tuple[float, str, str] | None = None
-    try:
-        entries = list(d.glob("*.json"))
-    except OSError:
-        return None
-    for f in entries:
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-            mtime = f.stat().st_mtime
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        url, token, pid = data.get("url"), data.get("token"), data.get("pid")
-        if not isinstance(url, str) or not url or not isinstance(pid, int) or not pid_alive(pid):
-            continue
-        if best is None or mtime > best[0]:
-            best = (mtime, url, str(token or ""))
-    return (best[1], best[2]) if best else None
-
-
 def fallback(mode: str, old_caption: str, old_content: str, new_caption: str, new_content: str) -> tuple[str, str]:
     if mode in ("edit", "supersede"):
         return new_caption, new_content
@@ -122,15 +92,9 @@ def _prompt(mode: str, target: "Memory", new_caption: str, new_content: str) -> 
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(user)}]
 
 
-def chat_client(app: "Realmem") -> "ChatModel":
+def chat_client(app: "Realmem") -> ChatModel:
     """rewriter.url, else the front end's own model (MCP sampling), else the Pi model bridge."""
-    # Imported here: `status` and `settings` import this module for bridge(), and the chat
-    # client brings httpx, the largest import of their start-up.
-    from realmem.clients.chat import ChatClient
-
-    if app.chat_model is not None and not app.config["rewriter.url"]:
-        return app.chat_model
-    return ChatClient.from_config(app.config, bridge(app.home))
+    return chat_model(app.config, app.chat_model)
 
 
 def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_content: str) -> Rewritten:
@@ -160,8 +124,6 @@ def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_c
     if not caption or not content or len(caption) > MAX_CAPTION or len(content) > MAX_CONTENT:
         log.warning("rewrite.fallback", mode=mode, reason="empty or oversized output")
         return fall_back(INVALID)
-    from realmem.gate import safety  # lazily: status imports this module for bridge() only
-
     result, _, _ = safety.scan_memory(caption, content, redact=False)
     if not result.ok:
         log.warning("rewrite.fallback", mode=mode, reason="rewrite failed the safety scan",
