@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { DefaultResourceLoader, SettingsManager } from "@mariozechner/pi-coding-agent";
+import { DefaultResourceLoader, SettingsManager } from "@earendil-works/pi-coding-agent";
 import { createEnv, EXTENSION, openPi, REPO, type TestEnv } from "./harness.js";
 
 describe("package manifest", () => {

@@ -11,7 +11,7 @@
  */
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@mariozechner/pi-coding-agent";
+import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@earendil-works/pi-coding-agent";
 import { ModelBridge } from "./bridge.js";
 import { registerCommand } from "./commands.js";
 import {
@@ -107,11 +107,7 @@ export class Realmem {
 			const bridge = await ModelBridge.start(
 				{
 					model: () => this.ctx?.model,
-					auth: async (model) => {
-						const ctx = this.ctx;
-						if (!ctx) return { ok: false, error: "Pi session is gone" };
-						return ctx.modelRegistry.getApiKeyAndHeaders(model);
-					},
+					registry: () => this.ctx?.modelRegistry,
 				},
 				{ home: hello.home },
 			);
