@@ -1,32 +1,86 @@
 /**
- * The Pi model bridge against pi-ai's faux provider: OpenAI wire format in, pi-ai call out.
+ * The Pi model bridge against Pi's model registry: OpenAI wire format in, registry.complete out,
+ * to a faux provider whose key lookup also resolves a base URL and an environment, as a provider
+ * an extension registers with its own API and gateway does.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { type Context, fauxAssistantMessage, registerFauxProvider } from "@mariozechner/pi-ai";
-import { ModelBridge } from "../extensions/realmem/bridge.js";
+import {
+	type Api,
+	createFauxCore,
+	createProvider,
+	fauxAssistantMessage,
+	InMemoryCredentialStore,
+	type Model,
+	type TranscriptContext,
+} from "@earendil-works/pi-ai";
+import { ModelRegistry, ModelRuntime } from "@earendil-works/pi-coding-agent";
+import { type BridgeModelSource, ModelBridge } from "../extensions/realmem/bridge.js";
+
+const GATEWAY_URL = "http://127.0.0.1:9/gateway/v1";
 
 describe("Pi model bridge", () => {
-	const faux = registerFauxProvider({ provider: "bridge-faux", models: [{ id: "rewriter-1" }] });
-	const seen: Array<{ context: Context; apiKey?: string }> = [];
+	const faux = createFauxCore({ provider: "bridge-gw", models: [{ id: "rewriter-1" }] });
+	const seen: Array<{ context: TranscriptContext; apiKey?: string; baseUrl?: string; env?: Record<string, string> }> = [];
 	let home: string;
 	let bridge: ModelBridge;
-	let auth: { ok: true; apiKey?: string; headers?: Record<string, string> } | { ok: false; error: string } = {
-		ok: true,
-		apiKey: "pi-key",
-	};
+	let registry: ModelRegistry;
+	let current: Model<Api> | undefined;
+	let sessionGone = false;
+	const source: BridgeModelSource = { model: () => current, registry: () => (sessionGone ? undefined : registry) };
 
 	before(async () => {
 		home = await mkdtemp(join(tmpdir(), "realmem-bridge-"));
-		bridge = await ModelBridge.start({ model: () => faux.getModel(), auth: async () => auth }, { home });
+		const runtime = await ModelRuntime.create({
+			credentials: new InMemoryCredentialStore(),
+			modelsPath: null,
+			refreshOnCreate: false,
+		});
+		// The key lookup answers the gateway's base URL and environment with the key.
+		runtime.registerNativeProvider(
+			createProvider({
+				id: "bridge-gw",
+				auth: {
+					apiKey: {
+						name: "Gateway",
+						resolve: async ({ credential }) =>
+							credential?.key
+								? { auth: { apiKey: credential.key, baseUrl: GATEWAY_URL }, env: { GATEWAY_REGION: "eu" } }
+								: undefined,
+					},
+				},
+				models: faux.models,
+				api: { stream: faux.stream, streamSimple: faux.streamSimple },
+			}),
+		);
+		await runtime.setRuntimeApiKey("bridge-gw", "pi-key");
+		registry = new ModelRegistry(runtime);
+		// An extension's OpenAI-compatible provider that needs a key the user has not given.
+		registry.registerProvider("needs-key", {
+			baseUrl: "http://127.0.0.1:9/v1",
+			api: "openai-completions",
+			authHeader: true,
+			models: [
+				{
+					id: "m1",
+					name: "m1",
+					reasoning: false,
+					input: ["text"],
+					cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+					contextWindow: 8000,
+					maxTokens: 1000,
+				},
+			],
+		});
+		current = registry.find("bridge-gw", "rewriter-1");
+		bridge = await ModelBridge.start(source, { home });
 	});
 
 	after(async () => {
 		await bridge.close();
-		faux.unregister();
 		await rm(home, { recursive: true, force: true });
 	});
 
@@ -58,14 +112,14 @@ describe("Pi model bridge", () => {
 		const body = (await response.json()) as { data: Array<{ id: string; owned_by: string }> };
 		assert.deepEqual(
 			body.data.map((m) => [m.id, m.owned_by]),
-			[["rewriter-1", "bridge-faux"]],
+			[["rewriter-1", "bridge-gw"]],
 		);
 	});
 
-	test("forwards chat completions to the current model with Pi's credentials", async () => {
+	test("forwards chat completions to the current model with Pi's key, base URL and env", async () => {
 		faux.setResponses([
-			(context, options) => {
-				seen.push({ context, apiKey: options?.apiKey });
+			(context, options, _state, model) => {
+				seen.push({ context, apiKey: options?.apiKey, baseUrl: model.baseUrl, env: options?.env });
 				return fauxAssistantMessage("Rewritten memory");
 			},
 		]);
@@ -90,10 +144,13 @@ describe("Pi model bridge", () => {
 		assert.equal(body.choices[0].finish_reason, "stop");
 		const call = seen.at(-1);
 		assert.equal(call?.apiKey, "pi-key");
-		assert.equal(call?.context.systemPrompt, "You rewrite memories.");
+		assert.equal(call?.baseUrl, GATEWAY_URL);
+		assert.deepEqual(call?.env, { GATEWAY_REGION: "eu" });
+		// The system prompt reaches the provider as the leading system message.
 		assert.deepEqual(
 			call?.context.messages.map((m) => [m.role, typeof m.content === "string" ? m.content : m.content.map((c) => ("text" in c ? c.text : "")).join("")]),
 			[
+				["system", "You rewrite memories."],
 				["user", "Old: a"],
 				["assistant", "Draft"],
 				["user", "New: b"],
@@ -111,14 +168,22 @@ describe("Pi model bridge", () => {
 		assert.equal(failed.status, 502);
 		assert.match(((await failed.json()) as { error: { message: string } }).error.message, /rate limited/);
 
-		auth = { ok: false, error: "no key" };
+		const gateway = current;
+		current = registry.find("needs-key", "m1");
 		const unauthorised = await post({ messages: [{ role: "user", content: "x" }] });
 		assert.equal(unauthorised.status, 503);
-		auth = { ok: true, apiKey: "pi-key" };
+		const advice = ((await unauthorised.json()) as { error: { message: string } }).error.message;
+		assert.match(advice, /needs-key\/m1: No API key found/);
+		assert.match(advice, /\/login/);
+
+		current = gateway;
+		sessionGone = true;
+		assert.equal((await post({ messages: [{ role: "user", content: "x" }] })).status, 503);
+		sessionGone = false;
 	});
 
 	test("close stops listening and removes the file", async () => {
-		const other = await ModelBridge.start({ model: () => faux.getModel(), auth: async () => auth }, { home });
+		const other = await ModelBridge.start(source, { home });
 		const file = other.file as string;
 		await other.close();
 		await assert.rejects(stat(file));

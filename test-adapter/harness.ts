@@ -13,22 +13,25 @@ import { createInterface } from "node:readline";
 import {
 	type AssistantMessage,
 	type Context,
-	type FauxProviderRegistration,
+	type FauxProviderHandle,
 	fauxAssistantMessage,
+	fauxProvider,
 	fauxToolCall,
-	registerFauxProvider,
-} from "@mariozechner/pi-ai";
+	getSystemMessageText,
+	InMemoryCredentialStore,
+	type JsonObject,
+	type TranscriptContext,
+} from "@earendil-works/pi-ai";
 import {
 	type AgentSession,
-	AuthStorage,
 	createAgentSession,
 	DefaultResourceLoader,
 	type ExtensionFactory,
 	type ExtensionUIContext,
-	ModelRegistry,
+	ModelRuntime,
 	SessionManager,
 	SettingsManager,
-} from "@mariozechner/pi-coding-agent";
+} from "@earendil-works/pi-coding-agent";
 
 export const REPO = resolve(import.meta.dirname, "..");
 export const EXTENSION = join(REPO, "extensions", "realmem", "index.ts");
@@ -230,10 +233,11 @@ export function recordingUI(answers: { confirm?: boolean; select?: string[]; inp
 
 export interface PiHarness {
 	session: AgentSession;
-	faux: FauxProviderRegistration;
-	/** System prompts the model received, one per model call. */
+	faux: FauxProviderHandle;
+	/** System prompts the model received (its leading system message), one per model call. */
 	systemPrompts: string[];
-	/** Contexts the model received, one per model call. */
+	/** Contexts the model received, one per model call: the leading system message as
+	 * `systemPrompt`, every later message in `messages`. */
 	contexts: Context[];
 	notifications: Notification[];
 	statuses: Array<string | undefined>;
@@ -257,20 +261,21 @@ export interface OpenOptions {
 	extension?: string;
 }
 
-type Step = string | [string, Record<string, unknown>] | ((context: Context) => string);
+type Step = string | [string, JsonObject] | ((context: Context) => string);
 
 let fauxCounter = 0;
 
 export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<PiHarness> {
 	const provider = `faux${++fauxCounter}`;
-	const faux = registerFauxProvider({ provider, models: [{ id: "scripted", contextWindow: 200_000 }] });
+	const faux = fauxProvider({ provider, models: [{ id: "scripted", contextWindow: 200_000 }] });
 	const systemPrompts: string[] = [];
 	const contexts: Context[] = [];
 	const queued: Step[] = [];
 	let toolCallCounter = 0;
-	const respond = (context: Context): AssistantMessage => {
+	const respond = (transcript: TranscriptContext): AssistantMessage => {
+		const context = fromTranscript(transcript);
 		systemPrompts.push(context.systemPrompt ?? "");
-		contexts.push({ systemPrompt: context.systemPrompt, messages: structuredClone(context.messages) });
+		contexts.push(context);
 		const step = queued.shift();
 		if (step === undefined) return fauxAssistantMessage("(script exhausted)");
 		if (typeof step === "string") return fauxAssistantMessage(step);
@@ -297,9 +302,13 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 	const loadErrors = loader.getExtensions().errors;
 	if (loadErrors.length) throw new Error(`extension load failed: ${JSON.stringify(loadErrors)}`);
 
-	const auth = AuthStorage.inMemory();
-	auth.setRuntimeApiKey(provider, "test-key");
-	const modelRegistry = ModelRegistry.inMemory(auth);
+	// No auth.json, no models.json, no catalog refresh: only the faux provider is reachable.
+	const modelRuntime = await ModelRuntime.create({
+		credentials: new InMemoryCredentialStore(),
+		modelsPath: null,
+		refreshOnCreate: false,
+	});
+	modelRuntime.registerNativeProvider(faux.provider);
 	const sessionManager = options.sessionFile
 		? SessionManager.open(options.sessionFile, env.sessionDir)
 		: SessionManager.create(env.cwd, env.sessionDir);
@@ -308,8 +317,7 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 		agentDir: env.agentDir,
 		model: faux.getModel(),
 		thinkingLevel: "off",
-		authStorage: auth,
-		modelRegistry,
+		modelRuntime,
 		resourceLoader: loader,
 		sessionManager,
 		settingsManager,
@@ -332,9 +340,16 @@ export async function openPi(env: TestEnv, options: OpenOptions = {}): Promise<P
 		close: async () => {
 			await session.extensionRunner.emit({ type: "session_shutdown", reason: "quit" });
 			session.dispose();
-			faux.unregister();
 		},
 	};
+}
+
+/** The system prompt reaches the provider as a leading system message (pi-ai 1.x). */
+function fromTranscript(transcript: TranscriptContext): Context {
+	const messages = structuredClone(transcript.messages);
+	const first = messages[0];
+	if (first?.role !== "system") return { messages };
+	return { systemPrompt: getSystemMessageText(first), messages: messages.slice(1) };
 }
 
 /** Text of the tool result messages the model saw last, by tool call order. */

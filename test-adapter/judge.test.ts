@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { Context } from "@mariozechner/pi-ai";
+import type { Context } from "@earendil-works/pi-ai";
 import { createEnv, openPi, type PiHarness, REAL_CORE, type TestEnv, toolResultTexts } from "./harness.js";
 
 type Asked = Record<string, { question: string; options: Record<string, string> }>;

@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { DefaultResourceLoader, SettingsManager } from "@mariozechner/pi-coding-agent";
+import { DefaultResourceLoader, type ExtensionAPI, SettingsManager, VERSION } from "@earendil-works/pi-coding-agent";
+import realmemExtension, { assertSupportedPi, MIN_PI_VERSION } from "../extensions/realmem/index.js";
 import { createEnv, EXTENSION, openPi, REPO, type TestEnv } from "./harness.js";
 
 describe("package manifest", () => {
@@ -48,5 +49,14 @@ describe("package manifest", () => {
 		} finally {
 			await pi.close();
 		}
+	});
+
+	test("an older Pi gets a load error that names the version it needs", () => {
+		assert.equal(VERSION, MIN_PI_VERSION, "the tests run on the oldest supported Pi");
+		const current = { registerToolRenderer: () => undefined } as unknown as ExtensionAPI;
+		assert.doesNotThrow(() => assertSupportedPi(current));
+		assert.throws(() => assertSupportedPi(current, "1.5.2"), /needs Pi 1\.6\.0 or newer .*this Pi is 1\.5\.2\. Update it/);
+		// Pi 0.x (@mariozechner) lacks registerToolRenderer, whatever VERSION resolves to.
+		assert.throws(() => realmemExtension({} as ExtensionAPI), /needs Pi 1\.6\.0 or newer .*this Pi is 0\.x/);
 	});
 });

@@ -8,7 +8,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, afterEach, before, describe, test } from "node:test";
-import { type ExtensionAPI, type ExtensionUIContext, initTheme } from "@mariozechner/pi-coding-agent";
+import { type ExtensionAPI, type ExtensionUIContext, initTheme } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import {
 	createEnv,
@@ -340,7 +340,10 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		const pi = await session();
 		pi.script("before");
 		await pi.session.prompt("hello");
-		assert.match(pi.systemPrompts[0], /# Project Context\n\nProject-specific instructions and guidelines:\n\n## [^\n]*AGENTS\.md\n\n# Agents/);
+		assert.match(
+			pi.systemPrompts[0],
+			/<project_context>\nProject-specific instructions and guidelines:\n\n<project_instructions path="[^"]*AGENTS\.md">\n# Agents/,
+		);
 
 		// /realmem import: the agent stores facts from the file, then import_finish marks it.
 		pi.script(
@@ -368,7 +371,7 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		assert.ok(pi.systemPrompts.length >= 4);
 		for (const prompt of pi.systemPrompts) assert.equal(prompt, pi.systemPrompts[0]);
 
-		// The next session no longer carries the file, nor an empty Project Context header, and
+		// The next session no longer carries the file, nor an empty project_context section, and
 		// its start notification says which file realmem strips (Pi's [Context] list still shows it).
 		await open.pop()?.close();
 		const fresh = await session();
@@ -380,7 +383,7 @@ describe("with the real core", { skip: !existsSync(REAL_CORE) && `${REAL_CORE} i
 		fresh.script("after");
 		await fresh.session.prompt("hello again");
 		assert.doesNotMatch(fresh.systemPrompts[0], /Run the tests with `make check`/);
-		assert.doesNotMatch(fresh.systemPrompts[0], /# Project Context/);
+		assert.doesNotMatch(fresh.systemPrompts[0], /project_context|project_instructions/);
 		assert.match(fresh.systemPrompts[0], /<realmem>/);
 
 		// Importing the unchanged file again does nothing: no agent run, no new import.

@@ -3,7 +3,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { SessionEntry } from "@mariozechner/pi-coding-agent";
+import type { SessionEntry } from "@earendil-works/pi-coding-agent";
 import { findSnapshot, RecentPaths, shownIdsOnBranch } from "../extensions/realmem/session.js";
 
 let counter = 0;

@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { ExtensionUIContext, Theme } from "@mariozechner/pi-coding-agent";
+import type { ExtensionUIContext, Theme } from "@earendil-works/pi-coding-agent";
 import { Core } from "../extensions/realmem/core.js";
 import type { DebugScreen } from "../extensions/realmem/tui/debug.js";
 import type { ManageItem, ManageScreen, MemoryDetail } from "../extensions/realmem/tui/manage.js";

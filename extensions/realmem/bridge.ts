@@ -1,9 +1,10 @@
 /**
  * Pi model bridge: a loopback OpenAI-compatible endpoint that forwards to the model Pi is using.
  *
- * The core rewrites memories (Edit/Merge, consolidation) through an OpenAI chat-completions
- * client. By serving that API here and forwarding through pi-ai, rewrites work with whatever
- * provider and credentials the user already configured in Pi, with no key in realmem's config.
+ * The core rewrites memories (Edit/Merge, consolidation) and asks the chat judge through an
+ * OpenAI chat-completions client. By serving that API here and forwarding through Pi's model
+ * registry (ctx.modelRegistry.complete), both work with whatever provider, credentials and base
+ * URL the user or another extension configured in Pi, with no key in realmem's config.
  *
  * Security: bound to 127.0.0.1 only, every request needs the random bearer token, and the token
  * is published only in a 0600 file in REALMEM_HOME (bridge/<pid>.json, for the worker process)
@@ -15,22 +16,17 @@ import { chmod, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import {
-	type Api,
-	type AssistantMessage,
-	type Context,
-	complete,
-	type Message,
-	type Model,
-	type TextContent,
-} from "@mariozechner/pi-ai";
+import type { Api, AssistantMessage, Context, Message, Model, TextContent } from "@earendil-works/pi-ai";
+import type { ModelRegistry } from "@earendil-works/pi-coding-agent";
+
+/** The part of Pi's model registry (ctx.modelRegistry) the bridge calls. */
+export type BridgeRegistry = Pick<ModelRegistry, "getApiKeyAndHeaders" | "complete">;
 
 /** What the bridge needs from Pi, read at request time so model switches apply at once. */
 export interface BridgeModelSource {
 	model(): Model<Api> | undefined;
-	auth(
-		model: Model<Api>,
-	): Promise<{ ok: true; apiKey?: string; headers?: Record<string, string> } | { ok: false; error: string }>;
+	/** undefined once the Pi session is gone. */
+	registry(): BridgeRegistry | undefined;
 }
 
 export interface BridgeInfo {
@@ -263,8 +259,18 @@ export class ModelBridge {
 		if (body.stream === true) throw new HttpError(400, "streaming is not supported by the Pi model bridge");
 		const model = source.model();
 		if (!model) throw new HttpError(503, "Pi has no model selected", "server_error");
-		const auth = await source.auth(model);
-		if (!auth.ok) throw new HttpError(503, `no credentials for ${model.provider}/${model.id}: ${auth.error}`, "server_error");
+		const registry = source.registry();
+		if (!registry) throw new HttpError(503, "the Pi session is gone", "server_error");
+		// Looked up first so a missing key is a 503 with advice, not an upstream (502) failure;
+		// the core then uses rewriter.url or its fallback.
+		const auth = await registry.getApiKeyAndHeaders(model);
+		if (!auth.ok) {
+			throw new HttpError(
+				503,
+				`no credentials for ${model.provider}/${model.id}: ${auth.error}. Log in to it in Pi (/login), pick another model (/model), or set realmem's rewriter.url`,
+				"server_error",
+			);
+		}
 		const context = toContext(body.messages, model);
 		// Abort the upstream call when the client goes away (e.g. its own timeout fired).
 		const abort = new AbortController();
@@ -272,9 +278,13 @@ export class ModelBridge {
 			if (!res.writableEnded) abort.abort();
 		});
 		const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-		const message = await complete(model, context, {
+		// A provider may resolve its own base URL and environment with the key (an extension's
+		// provider, a gateway): the request goes where and as the lookup says.
+		const target = auth.baseUrl ? { ...model, baseUrl: auth.baseUrl } : model;
+		const message = await registry.complete(target, context, {
 			apiKey: auth.apiKey,
 			headers: auth.headers,
+			...(auth.env ? { env: auth.env } : {}),
 			signal: abort.signal,
 			...(typeof maxTokens === "number" ? { maxTokens } : {}),
 			...(typeof body.temperature === "number" ? { temperature: body.temperature } : {}),

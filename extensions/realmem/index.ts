@@ -11,7 +11,7 @@
  */
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ExtensionAPI, ExtensionContext, ToolResultEvent } from "@mariozechner/pi-coding-agent";
+import { type ExtensionAPI, type ExtensionContext, type ToolResultEvent, VERSION } from "@earendil-works/pi-coding-agent";
 import { ModelBridge } from "./bridge.js";
 import { registerCommand } from "./commands.js";
 import {
@@ -119,11 +119,7 @@ export class Realmem {
 			const bridge = await ModelBridge.start(
 				{
 					model: () => this.ctx?.model,
-					auth: async (model) => {
-						const ctx = this.ctx;
-						if (!ctx) return { ok: false, error: "Pi session is gone" };
-						return ctx.modelRegistry.getApiKeyAndHeaders(model);
-					},
+					registry: () => this.ctx?.modelRegistry,
 				},
 				{ home: hello.home },
 			);
@@ -312,6 +308,31 @@ export function hiddenToolMessage(toolName: string): string {
 	return `${toolName} is disabled: realmem is this session's memory system; use realmem_recall / realmem_remember`;
 }
 
+/** The oldest Pi realmem is tested with (package.json pins it for the tests). */
+export const MIN_PI_VERSION = "1.6.0";
+
+function older(version: string, than: string): boolean {
+	const parse = (v: string) => v.split(/[.+-]/).slice(0, 3).map((part) => Number.parseInt(part, 10) || 0);
+	const [a, b] = [parse(version), parse(than)];
+	for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i];
+	return false;
+}
+
+/**
+ * Refuse to load on a Pi older than MIN_PI_VERSION, saying what to do: it lacks APIs realmem
+ * calls (ctx.modelRegistry.complete, system prompt sections), which would fail later and
+ * obscurely. A 0.x Pi (@mariozechner) does not map @earendil-works imports to itself, so
+ * VERSION may come from another copy: its ExtensionAPI, which lacks registerToolRenderer, tells.
+ */
+export function assertSupportedPi(pi: ExtensionAPI, version: string = VERSION): void {
+	const host = typeof pi.registerToolRenderer === "function" ? version : "0.x";
+	if (host !== "0.x" && !older(host, MIN_PI_VERSION)) return;
+	throw new Error(
+		`realmem needs Pi ${MIN_PI_VERSION} or newer (@earendil-works/pi-coding-agent); this Pi is ${host}. ` +
+			`Update it: npm install -g @earendil-works/pi-coding-agent@latest`,
+	);
+}
+
 /** Run a handler without ever throwing into Pi; failures become one notification. */
 function guard<E, R>(
 	realmem: Realmem,
@@ -328,6 +349,7 @@ function guard<E, R>(
 }
 
 export default function realmemExtension(pi: ExtensionAPI): void {
+	assertSupportedPi(pi);
 	const realmem = new Realmem(pi);
 
 	registerTools(pi, { core: realmem.core, recentPaths: () => realmem.recentPaths() });

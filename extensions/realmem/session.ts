@@ -11,7 +11,7 @@
  * Reading from `getBranch()` (root -> leaf) instead of all entries makes tree navigation, fork
  * and resume behave: another branch's notes were never seen on this one.
  */
-import type { SessionEntry } from "@mariozechner/pi-coding-agent";
+import type { SessionEntry } from "@earendil-works/pi-coding-agent";
 
 export const SNAPSHOT_ENTRY = "realmem-snapshot";
 export const SHOWN_ENTRY = "realmem-shown";

@@ -2,8 +2,8 @@
  * The model-facing tools. Each one is a single rpc call; the core renders the answer (`text`),
  * so ranking, wording and paging live once, in Python.
  */
-import { StringEnum } from "@mariozechner/pi-ai";
-import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { StringEnum } from "@earendil-works/pi-ai";
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 import { type Core, describeError, type TextResult } from "./core.js";
 

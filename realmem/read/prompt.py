@@ -70,12 +70,21 @@ def imported(app: Realmem, path: str, content: str) -> bool:
 
 # What Pi writes before the context-file blocks (pi-coding-agent 0.73.1, core/system-prompt.js).
 CONTEXT_HEADER = "\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n"
+# Pi 1.x (1.6.0, core/system-prompt.js) renders the files as a <project_context> section instead:
+# a <project_instructions path="..."> block per file, each after a blank line.
+CONTEXT_SECTION_EMPTY = "\n\n<project_context>\nProject-specific instructions and guidelines:\n</project_context>"
+
+
+def _blocks(path: str, content: str) -> tuple[str, str]:
+    """The block Pi 1.x, then the one Pi 0.73 writes for one context file."""
+    return (f'\n\n<project_instructions path="{path}">\n{content}\n</project_instructions>',
+            f"## {path}\n\n{content}\n\n")
 
 
 def strip_context_files(app: Realmem, system_prompt: str, context_files: list[dict[str, Any]],
                         only: list[str] | None = None) -> tuple[str, list[str]]:
-    """Cut Pi's ``## <path>\n\n<content>\n\n`` block of every imported context file, and Pi's
-    ``# Project Context`` header when no file is left under it.
+    """Cut Pi's block of every imported context file (either Pi's format, see ``_blocks``), and
+    Pi's project-context header or section when no file is left under it.
 
     ``only`` names the files to cut, decided once at a session's first prompt: an import during the
     session then changes nothing until the next session, so the running prompt stays byte-identical.
@@ -85,12 +94,13 @@ def strip_context_files(app: Realmem, system_prompt: str, context_files: list[di
         path, content = str(f.get("path", "")), str(f.get("content", ""))
         if not path or not (path in only if only is not None else imported(app, path, content)):
             continue
-        block = f"## {path}\n\n{content}\n\n"
-        if block in system_prompt:
-            system_prompt = system_prompt.replace(block, "", 1)
-            stripped.append(path)
+        for block in _blocks(path, content):
+            if block in system_prompt:
+                system_prompt = system_prompt.replace(block, "", 1)
+                stripped.append(path)
+                break
     if stripped and len(stripped) == sum(1 for f in context_files if f.get("path")):
-        system_prompt = system_prompt.replace(CONTEXT_HEADER, "", 1)
+        system_prompt = system_prompt.replace(CONTEXT_SECTION_EMPTY, "", 1).replace(CONTEXT_HEADER, "", 1)
     return system_prompt, stripped
 
 

@@ -194,6 +194,27 @@ def test_no_empty_project_context_header_when_every_file_is_stripped(app: Realme
     assert "# Project Context" not in out
 
 
+def pi1_prompt(files: list[tuple[str, str]]) -> str:
+    """The system prompt as Pi 1.6.0 renders it: a <project_context> section between others, with a
+    <project_instructions> block per file, and no section at all without files."""
+    blocks = "".join(f'\n\n<project_instructions path="{p}">\n{c}\n</project_instructions>' for p, c in files)
+    context = (f"\n\n<project_context>\nProject-specific instructions and guidelines:{blocks}\n</project_context>"
+               if files else "")
+    return f"You are Pi.\n\n<rules>\n- Be concise\n</rules>{context}\n\n<cwd>\n/repo\n</cwd>"
+
+
+def test_strip_cuts_pi1_blocks_and_then_the_empty_section(app: Realmem, repo: Path) -> None:
+    (repo / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    (repo / "CLAUDE.md").write_text(CLAUDE, encoding="utf-8")
+    agents = import_agents(app, repo)
+    files = [(str(agents), AGENTS), (str(repo / "CLAUDE.md"), CLAUDE)]
+    given = [{"path": p, "content": c} for p, c in files]
+    assert prompt.strip_context_files(app, pi1_prompt(files), given) == (pi1_prompt(files[1:]), [str(agents)])
+    out, stripped = prompt.strip_context_files(app, pi1_prompt(files[:1]), given[:1])
+    assert stripped == [str(agents)]
+    assert out == pi1_prompt([]) and "<project_context>" not in out
+
+
 def test_stripped_files_are_the_imported_unchanged_files_of_this_cwd(app: Realmem, repo: Path) -> None:
     (repo / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
     assert prompt.stripped_files(app) == []

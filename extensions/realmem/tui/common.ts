@@ -6,7 +6,7 @@
  *
  * Screens hold no memory logic: they render what the core returns and send the user's actions back.
  */
-import type { Theme } from "@mariozechner/pi-coding-agent";
+import type { Theme } from "@earendil-works/pi-coding-agent";
 import {
 	type Component,
 	Editor,
@@ -20,7 +20,7 @@ import {
 	truncateToWidth,
 	visibleWidth,
 	wrapTextWithAnsi,
-} from "@mariozechner/pi-tui";
+} from "@earendil-works/pi-tui";
 import { describeError } from "../core.js";
 
 /** The part of Pi's theme the screens use (tests pass a plain one). */

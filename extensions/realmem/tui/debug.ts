@@ -3,7 +3,7 @@
  * text), in a scrollable view. p sets the candidate's paths and runs it again; w writes it for
  * real after a confirm; Esc closes.
  */
-import type { Focusable } from "@mariozechner/pi-tui";
+import type { Focusable } from "@earendil-works/pi-tui";
 import { type CoreCall, fit, keys, Prompt, rows, type Screen, scrollWindow, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
 
 export interface DebugResult {

@@ -2,7 +2,7 @@
  * The /realmem screens (manage, settings, debug), each opened with ctx.ui.custom. Without the
  * interactive UI (print or RPC mode) they say so and do nothing.
  */
-import type { ExtensionCommandContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import type { CoreCall } from "./common.js";
 import { DebugScreen } from "./debug.js";
 import { ManageScreen } from "./manage.js";

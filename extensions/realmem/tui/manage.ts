@@ -6,7 +6,7 @@
  *
  * Everything shown comes from the core (manage_list, show); every action is one rpc call.
  */
-import { type Focusable, Input, type SelectItem, truncateToWidth } from "@mariozechner/pi-tui";
+import { type Focusable, Input, type SelectItem, truncateToWidth } from "@earendil-works/pi-tui";
 import { type CheckPathsResult, splitPaths } from "../core.js";
 import { type CoreCall, cell, fit, keys, Prompt, rows, type Screen, scrollWindow, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
 

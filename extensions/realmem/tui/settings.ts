@@ -11,7 +11,7 @@
  * default; $VAR / env:VAR references are saved as typed). The "Test connections" row (or ctrl+t)
  * reaches every endpoint. Keys are shown masked, as the core returns them.
  */
-import { type Focusable, Input, matchesKey, type SelectItem } from "@mariozechner/pi-tui";
+import { type Focusable, Input, matchesKey, type SelectItem } from "@earendil-works/pi-tui";
 import { describeError } from "../core.js";
 import { type CoreCall, cell, fit, keys, Prompt, rows, type Screen, Tasks, titleBar, type UiHost, type UiTheme, wrap } from "./common.js";
 
