@@ -11,7 +11,9 @@ run and do not count.  A layer may import its own layer and the ones below it:
 1. ``events/``: the log and the event types
 2. ``projections/``: what the events build
 3. ``app``: the writer (append and project)
-4. use cases: ``gate/``, ``read/``, ``write/``, ``jobs/``
+4. use cases, in this order: ``read/`` (recall, path notes, freshness), ``write/`` (direct
+   writes and the store scan), ``gate/`` (the remember path, import, rewriting), ``jobs/`` (the
+   background work)
 5. ``interface/`` and ``agents/``: the CLI, the rpc child, the command layer, the agents' servers
 
 ``KNOWN`` lists the edges that still break this and is kept exact: removing one from the code
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "realmem"
 
 BASE = {"realmem", "errors", "words", "config", "logs", "frontend", "gcpause", "gate.safety", "gate.confusables"}
 BASE_PACKAGES = {"storage", "stores", "clients", "fakes"}
-USE_CASES = {"gate", "read", "write", "jobs"}
+USE_CASES = ("read", "write", "gate", "jobs")  # each may import those before it
 
 # Upward edges and cycles that remain, each to be removed by the step named: none are left.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
@@ -87,9 +89,9 @@ def layer(name: str) -> int:
     if name == "app":
         return 3
     if top in USE_CASES:
-        return 4
+        return 4 + USE_CASES.index(top)
     assert top in ("interface", "agents", "__main__"), f"{name}: put it in a package the layers know"
-    return 5
+    return 4 + len(USE_CASES)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -147,6 +149,7 @@ def test_no_upward_import() -> None:
 def test_the_checks_catch_what_they_are_for() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert layer("projections.files") < layer("app") < layer("gate.remember") < layer("interface.cli")
+    assert layer("read.recall") < layer("write.memories") < layer("gate.remember") < layer("jobs.worker")
 
 
 # Tests share helpers through tests/helpers/ (``from helpers.rpc_child import Child``), never by

@@ -31,7 +31,7 @@ import attrs
 from realmem.gate import availability, rules as gate, judge, safety
 from realmem.read import embedder, search
 from realmem.read.escape import inline
-from realmem.stores import ids, paths
+from realmem.stores import frames, ids, paths
 from realmem.write import gitignore, memories, observe
 from realmem.app import Realmem, RealmemError
 from realmem.clients import Answer, EndpointError, EndpointUnavailable, ScoreAnswer
@@ -46,6 +46,7 @@ from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import store_kind
 from realmem.projections import index, tables
 from realmem.projections.state import Memory
+from realmem.projections.urgency import TIER_SHOWN, urgency_key_of, urgency_tier
 from realmem.words import count
 from realmem.logs import get_logger
 from realmem.gate.rewrite import chat_client, rewrite
@@ -311,7 +312,7 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
 # --- planning -----------------------------------------------------------------------------------
 
 def _normalize(app: Realmem, raw: str) -> str:
-    return paths.normalize_input(raw, cwd=app.cwd, home=memories.user_home())
+    return paths.normalize_input(raw, cwd=app.cwd, home=frames.user_home())
 
 
 def _plan_or_queue(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
@@ -377,8 +378,8 @@ def _plan_duplicate(app: Realmem, cand: Candidate, dup: Memory, stored: list[str
         except RealmemError as exc:
             trace.duplicate.widen_impossible = str(exc)
             dup_frame = []
-        dup_abs = memories.absolute(app, dup.store, dup.paths)
-        new = [p for p, a in zip(dup_frame, memories.absolute(app, dup.store, dup_frame))
+        dup_abs = frames.absolute(app, dup.store, dup.paths)
+        new = [p for p, a in zip(dup_frame, frames.absolute(app, dup.store, dup_frame))
                if not any(paths.matches(q, a) for q in dup_abs)]
         if new:
             widened = memories.union_paths(dup.paths, new, dup.store)
@@ -453,17 +454,17 @@ def _urgency(app: Realmem, combined: Mapping[str, Answer], stored: list[str], tr
     urgency = combined.get("path_urgency")
     if not (isinstance(urgency, ScoreAnswer) and judge.specific_paths(stored)):
         return None
-    tier = judge.urgency_tier(urgency.score, app.config)
+    tier = urgency_tier(urgency.score, app.config)
     trace.urgency = UrgencyTrace(urgency.score, tier, dict(urgency.probabilities), urgency.confidence,
-                                 judge.TIER_SHOWN[tier])
+                                 TIER_SHOWN[tier])
     return urgency
 
 
 def _decide(app: Realmem, cand: Candidate, shown: list[Memory], combined: Mapping[str, Answer], store: str,
             stored: list[str]) -> gate.Decision:
     by_short = {ids.short(m.id): m for m in shown}
-    targets = {s: gate.Target((m.store, m.id), m.store, memories.absolute_paths(app, m)) for s, m in by_short.items()}
-    return gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=memories.absolute(app, store, stored),
+    targets = {s: gate.Target((m.store, m.id), m.store, frames.absolute(app, m.store, m.paths)) for s, m in by_short.items()}
+    return gate.decide(combined, neighbours=targets, cand_store=store, cand_abs_paths=frames.absolute(app, store, stored),
                        user_requested=cand.user_requested, limits=gate.thresholds(app.config), overlap=paths.overlap)
 
 
@@ -593,7 +594,7 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
         fields = app.new_fields(plan.store, mem_id, caption, content, plan.stored_paths)
         events: list[ev.Event] = [ev.MemoryAdded(plan.store, mem_id, fields, cand.source, seq)]
         if plan.urgency is not None:
-            events.append(ev.UrgencyJudged(plan.store, mem_id, judge.urgency_key_of(fields.content, fields.paths),
+            events.append(ev.UrgencyJudged(plan.store, mem_id, urgency_key_of(fields.content, fields.paths),
                                            plan.urgency.score, dict(plan.urgency.probabilities),
                                            plan.urgency.confidence, "remember",
                                            {"path_urgency": dict(plan.urgency.raw)}))

@@ -21,8 +21,9 @@ from realmem.interface import manage, session, tools
 from realmem.read import embedder, missing, recall as recall_mod, render
 from realmem.read.escape import inline
 from realmem.storage import db
-from realmem.stores import ids, paths as paths_mod
-from realmem.write import gitignore, importer, memories, observe
+from realmem.stores import frames, ids, paths as paths_mod
+from realmem.gate import importer
+from realmem.write import gitignore, memories, observe, prune
 from realmem.app import Realmem, RealmemError
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.events.trace import dump as dump_trace
@@ -66,7 +67,7 @@ def approve(app: Realmem, id_value: str) -> Result:
 
 
 def apply_suggested_path(app: Realmem, id_value: str, path: str) -> Result:
-    m = missing.apply_suggestion(app, app.resolve(id_value), path)
+    m = prune.apply_suggestion(app, app.resolve(id_value), path)
     return {"text": f"Paths of [{ids.short(m.id)}] now {', '.join(map(inline, m.paths))}",
             "details": {"paths": list(m.paths)}}
 
@@ -74,7 +75,7 @@ def apply_suggested_path(app: Realmem, id_value: str, path: str) -> Result:
 def prune_paths(app: Realmem, *, apply: bool) -> Result:
     """The plan (``apply=False``) or the pruning itself: drop paths that no longer exist and
     delete the memories left with none."""
-    plan = missing.prune(app) if apply else missing.prune_plan(app)
+    plan = prune.prune(app) if apply else missing.prune_plan(app)
     changes = [{"id": ids.short(m.id), "caption": m.caption, "gone": gone, "kept": kept, "delete": not kept}
                for m, gone, kept in plan]
     verb = "Pruned" if apply else "Would prune"
@@ -133,7 +134,7 @@ def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
     """What each user-typed path names (file, dir, glob, missing, invalid).  A path that names
     nothing is kept (it may be written later), but a typo should not pass silently: the text
     holds one warning line per such path, the add screen asks before saving them."""
-    items = [paths_mod.check_input(p, cwd=app.cwd, home=memories.user_home()) for p in raw]
+    items = [paths_mod.check_input(p, cwd=app.cwd, home=frames.user_home()) for p in raw]
     warnings = [i["warning"] for i in items if i["kind"] == "missing"]
     return {"text": "\n".join(f"warning: {w}" for w in warnings),
             "details": {"items": items, "invalid": [i["warning"] for i in items if i["kind"] == "invalid"],

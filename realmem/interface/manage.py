@@ -7,7 +7,7 @@ from typing import Any
 from realmem.read import freshness, recall
 from realmem.stores import ids
 from realmem.app import Realmem
-from realmem.gate.judge import tier, urgency_key, urgency_scores
+from realmem.projections.urgency import tier, urgency_key, urgency_scores
 from realmem.read.pathnotes import WHOLE
 from realmem.stores.project import store_kind
 from realmem.read.render import memory_json

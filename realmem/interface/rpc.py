@@ -494,11 +494,11 @@ class Server:
         return commands.reindex(self.app(p))
 
     def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.write import importer  # lazy: start-up
+        from realmem.gate import importer  # lazy: start-up
         return importer.begin(self.app(p), _strs(p.get("files")), force=bool(p.get("force")))
 
     def on_import_finish(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.write import importer  # lazy: start-up
+        from realmem.gate import importer  # lazy: start-up
         return importer.finish(self.app(p))
 
     def on_manage_list(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from realmem.read import freshness, recall as recall_mod, render, status as status_mod
+from realmem.interface import status as status_mod
+from realmem.read import freshness, recall as recall_mod, render
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
@@ -37,7 +38,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
              user_requested: bool = False, source: str = "remember") -> dict[str, Any]:
     from realmem.gate.remember import remember as remember_mod  # lazy: the gate's rules load slowly; recall needs none
-    from realmem.write.importer import remember_defaults  # lazy: as above
+    from realmem.gate.importer import remember_defaults  # lazy: as above
 
     defaults = remember_defaults(app)
     if defaults is not None:  # a fact of a context file being imported: shared, about the file's directory

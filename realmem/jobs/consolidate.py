@@ -34,7 +34,7 @@ import attrs
 
 from realmem.gate import judge
 from realmem.read import embedder
-from realmem.stores import ids
+from realmem.stores import frames, ids
 from realmem.write import memories, observe
 from realmem.stores import paths as pth
 from realmem.read import search
@@ -423,7 +423,7 @@ _ID_KEY = re.compile(r"[\[\]\s`\"']")
 
 
 def _home() -> Path:
-    return memories.user_home()
+    return frames.user_home()
 
 
 def check_path(raw: Any, root: Path, tree: treemod.Tree, current: list[str]) -> tuple[str | None, str]:
@@ -482,7 +482,7 @@ def path_pass(app: Realmem, plan: _Plan, stores: list[str], progress: Callable[[
     project_stores = [s for s in stores if store_kind(s) in ("shared", "personal")]
     roots: dict[Path, list[str]] = {}
     for s in project_stores:
-        root = memories.store_root(app, s)
+        root = app.store_root(s)
         if root is not None:
             roots.setdefault(root, []).append(s)
     for root, group_stores in roots.items():

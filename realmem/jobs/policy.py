@@ -28,6 +28,7 @@ from realmem.events import types as ev
 from realmem.gate import availability
 from realmem.jobs import queue
 from realmem.projections import index, projector, queries
+from realmem.projections.urgency import urgency_key
 from realmem.logs import get_logger
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
             wanted.add("embed")
         if config["semif.url"] and judge.specific_paths(m.paths):
             urgency = queries.urgency_score(conn, (m.store, m.id))
-            if urgency is None or urgency[0] != judge.urgency_key(m):
+            if urgency is None or urgency[0] != urgency_key(m):
                 wanted.add("urgency")
     return wanted
 

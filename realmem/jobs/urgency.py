@@ -13,7 +13,8 @@ from pathlib import Path
 from realmem.clients import EndpointError, EndpointUnavailable
 from realmem.events import types as ev
 from realmem.events.types import Key
-from realmem.gate.judge import judge_urgency, specific_paths, urgency_key
+from realmem.gate.judge import judge_urgency, specific_paths
+from realmem.projections.urgency import urgency_key
 from realmem.jobs.embed import open_home
 from realmem.projections.state import Memory
 from realmem.logs import get_logger

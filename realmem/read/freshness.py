@@ -30,9 +30,8 @@ from typing import TypeVar
 import apsw
 import attrs
 
-from realmem.stores import paths
+from realmem.stores import frames, paths
 from realmem.read.escape import inline
-from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events.types import Key
 from realmem.stores.project import GLOBAL, _git, _git_dirs, _git_env, _GitDirs, read_head
@@ -93,7 +92,7 @@ class Subject:
                home: Path | None = None, cache: dict[tuple[str, str], str | None] | None = None) -> "Subject":
         """From the columns a caller read, without a whole memory row (path notes); ``cache``:
         see ``resolve``."""
-        home = home or memories.user_home()
+        home = home or frames.user_home()
         cache = {} if cache is None else cache
         pairs = tuple((p, a) for p in stored if p not in WHOLE and (a := resolve(app, key[0], p, home, cache)))
         # A file is a plain name in its store's directory: joined as text, as git's paths are.
@@ -106,7 +105,7 @@ def resolve(app: Realmem, store: str, stored: str, home: Path, cache: dict[tuple
     one.  ``cache`` keeps the answers for a caller that resolves the same paths again (the
     path-note index, until the stores change)."""
     if (store, stored) not in cache:
-        found = memories.absolute(app, store, [stored], home)
+        found = frames.absolute(app, store, [stored], home)
         cache[(store, stored)] = found[0] if found else None
     return cache[(store, stored)]
 
@@ -370,7 +369,7 @@ def check(app: Realmem, items: Iterable[Memory | Subject], *, wait: bool = True)
     nothing is flagged meanwhile."""
     if not enabled(app):
         return {}
-    home = memories.user_home()  # once: looking it up costs more than resolving a path
+    home = frames.user_home()  # once: looking it up costs more than resolving a path
     subjects = [i if isinstance(i, Subject) else Subject.of(app, i, home) for i in items]
     subjects = [s for s in subjects if s.patterns]
     times = [t for t in (epoch(s.updated) for s in subjects) if t is not None]

@@ -1,5 +1,6 @@
 """Missing paths: memory paths that no longer exist, with a suggested new location taken
-from git's rename history (spec: "Missing paths"), and prune-paths."""
+from git's rename history (spec: "Missing paths"), and what prune-paths would drop (the
+writes are write/prune.py)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,14 @@ import json
 import subprocess
 from pathlib import Path
 
-from realmem.stores import paths
+from realmem.stores import frames, paths
 from realmem.stores.project import _git_dirs, _history_rewritten, read_head
 from realmem.storage.fsutil import keep_in_cache, read_cache
-from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events import log
 from realmem.events import types as ev
 from realmem.read.pathnotes import WHOLE
 from realmem.projections.state import Memory
-from realmem.app import RealmemError
 from realmem.projections import index, queries
 from realmem.storage import db
 
@@ -91,7 +90,7 @@ def find_missing(app: Realmem, m: Memory, known: dict[tuple[str, str], bool] | N
     and stored path (many share a module or a glob such as ``**/migrations/*.sql``, and each
     answer can walk the whole tree); ``home``: the user's home, looked up once by a caller
     checking many memories."""
-    return _gone(app, m.store, m.paths, {} if known is None else known, memories.user_home() if home is None else home)
+    return _gone(app, m.store, m.paths, {} if known is None else known, frames.user_home() if home is None else home)
 
 
 def _gone(app: Realmem, store: str, stored: list[str], known: dict[tuple[str, str], bool], home: Path) -> list[str]:
@@ -101,7 +100,7 @@ def _gone(app: Realmem, store: str, stored: list[str], known: dict[tuple[str, st
             continue
         if (store, p) not in known:
             try:
-                absolute = paths.to_absolute(p, kind=memories.frame(store), root=memories.store_root(app, store),
+                absolute = paths.to_absolute(p, kind=frames.frame(store), root=app.store_root(store),
                                              home=home)
             except paths.PathError:
                 known[store, p] = False
@@ -130,7 +129,7 @@ def check(app: Realmem) -> int:
         return 0
     moved: dict[str, str] | None = None
     known: dict[tuple[str, str], bool] = {}
-    home = memories.user_home()  # once: looking it up costs more than checking a path
+    home = frames.user_home()  # once: looking it up costs more than checking a path
     stores = [app.project.shared_store, app.project.personal_store]
     expected: dict[tuple[str, str], dict[str, str | None]] = {}
     flagged = 0
@@ -182,24 +181,3 @@ def prune_plan(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
         if gone:
             plan.append((m, gone, [p for p in m.paths if p not in gone]))
     return plan
-
-
-def prune(app: Realmem) -> list[tuple[Memory, list[str], list[str]]]:
-    """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
-    plan = prune_plan(app)
-    for m, _, kept in plan:
-        if kept:
-            memories.edit(app, (m.store, m.id), stored_paths=kept, reason="prune-paths")
-        else:
-            memories.forget(app, [(m.store, m.id)], reason="prune-paths")
-    return plan
-
-
-def apply_suggestion(app: Realmem, key: tuple[str, str], path: str) -> Memory:
-    row = queries.suggested_path(app.conn, key, path)
-    if row is None or not row[0]:
-        raise RealmemError(f"no suggested location for {path}")
-    m = app.memory(key)
-    assert m is not None
-    new_paths = [row[0] if p == path else p for p in m.paths]
-    return memories.edit(app, key, stored_paths=new_paths, reason="missing-path")

@@ -15,10 +15,9 @@ import attrs
 
 from realmem.read import freshness
 from realmem.read.escape import inline
-from realmem.stores import ids, paths
-from realmem.write import memories
+from realmem.stores import frames, ids, paths
 from realmem.app import Realmem
-from realmem.gate.judge import tier, urgency_key_of, urgency_scores
+from realmem.projections.urgency import tier, urgency_key_of, urgency_scores
 from realmem.events import types as ev
 from realmem.events.types import Key
 from realmem.projections import queries
@@ -100,7 +99,7 @@ class NoteIndex:
             return
         index = paths.PathIndex()
         resolved: dict[tuple[str, str], str | None] = {}  # a store registered anew may resolve differently
-        home = memories.user_home()
+        home = frames.user_home()
         for store, mem_id, stored in queries.path_scoped_paths(app.conn, app.visible_stores()):
             k = index_key((store, mem_id))
             for p in json.loads(stored):
@@ -130,7 +129,7 @@ class NoteIndex:
                     f"SELECT store, id, caption, content, paths, updated, file FROM memories "
                     f"WHERE id IN ({','.join('?' * len(chunk))})", chunk):
                 rows[Key(store, mem_id)] = (caption, content, json.loads(paths_json), updated, file)
-        home = memories.user_home()
+        home = frames.user_home()
         out = []
         for key in wanted:
             row = rows.get(key)
@@ -178,7 +177,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
     """The notes for one tool call.  ``counter``: when given, the counter event of the notes
     shown goes to it instead of being appended now (the rpc child appends them together once
     it is idle: no answer waits for them)."""
-    touched = touched_paths(tool_name, tool_input, cwd=app.cwd, home=memories.user_home())
+    touched = touched_paths(tool_name, tool_input, cwd=app.cwd, home=frames.user_home())
     if not touched:
         return Notes(None, [], [])
     note_index.refresh(app)

@@ -19,8 +19,7 @@ from typing import Any
 import attrs
 
 from realmem.read import embedder, floor, relevance, search
-from realmem.stores import paths
-from realmem.write import memories
+from realmem.stores import frames, paths
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
@@ -90,7 +89,7 @@ def _abs_focus(app: Realmem, raw: Sequence[str]) -> list[str]:
     out = []
     for p in raw:
         try:
-            out.append(paths.normalize_input(p, cwd=app.cwd, home=memories.user_home()))
+            out.append(paths.normalize_input(p, cwd=app.cwd, home=frames.user_home()))
         except paths.PathError as exc:
             from realmem.gate.safety import mask_secrets  # lazily: 70 ms of regexes, for an error only
 
@@ -113,7 +112,7 @@ def path_class(app: Realmem, m: Memory, focus: list[str]) -> int:
 def _path_class(app: Realmem, store: str, stored: Sequence[str], focus: list[str]) -> int:
     if any(p in WHOLE for p in stored):
         return 1
-    if focus and any(_about(pat, f) for pat in memories.absolute(app, store, list(stored)) for f in focus):
+    if focus and any(_about(pat, f) for pat in frames.absolute(app, store, list(stored)) for f in focus):
         return 0
     return 2
 

@@ -11,12 +11,9 @@ there, and appended with that version expected: two edits of different fields bo
 
 from __future__ import annotations
 
-import functools
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from realmem.stores import ids, paths
+from realmem.stores import frames, ids, paths
 from realmem.errors import ChangedMeanwhile, NotFound, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
@@ -31,20 +28,6 @@ MAX_CAPTION = 200
 MAX_CONTENT = 8000
 
 
-def user_home() -> Path:
-    return _home(os.environ.get("HOME"))
-
-
-@functools.lru_cache(maxsize=4)
-def _home(_env_home: str | None) -> Path:
-    """``Path.home()`` once per value of HOME: a path note asked for it three times."""
-    return Path.home()
-
-
-def frame(store: str) -> str:
-    return paths.GLOBAL if store == GLOBAL else paths.PROJECT
-
-
 def union_paths(a: list[str], b: list[str], store: str) -> list[str]:
     """Both path scopes in ``store``'s frame; the whole store absorbs everything."""
     whole = default_path(store)
@@ -53,10 +36,6 @@ def union_paths(a: list[str], b: list[str], store: str) -> list[str]:
     if whole in a or whole in b:
         return [whole]
     return list(dict.fromkeys([*a, *b]))
-
-
-def store_root(app: Realmem, store: str) -> Path | None:
-    return app.store_root(store)
 
 
 def validate(caption: str, content: str) -> tuple[str, str]:
@@ -89,32 +68,14 @@ def place(app: Realmem, scope: str | None, raw_paths: list[str] | None) -> tuple
         return store, ["~" if store == GLOBAL else "."]
     root = app.project.root if app.project is not None else None
     try:
-        kind, stored = paths.convert_paths(list(raw_paths or []), cwd=app.cwd, root=root, home=user_home())
+        kind, stored = paths.convert_paths(list(raw_paths or []), cwd=app.cwd, root=root, home=frames.user_home())
     except paths.PathError as exc:
         raise RealmemError(f"bad path: {exc}") from None
     if kind == paths.GLOBAL and store != GLOBAL:
         return GLOBAL, stored
     if store == GLOBAL and kind == paths.PROJECT:
-        stored = paths.reexpress(stored, from_kind=paths.PROJECT, to_kind=paths.GLOBAL, root=root, home=user_home())
+        stored = paths.reexpress(stored, from_kind=paths.PROJECT, to_kind=paths.GLOBAL, root=root, home=frames.user_home())
     return store, stored
-
-
-def absolute(app: Realmem, store: str, stored: list[str], home: Path | None = None) -> list[str]:
-    """Paths in ``store``'s frame as absolute patterns (ones that cannot be expressed are skipped).
-    ``home``: the user's home, when a caller resolving many memories looked it up once."""
-    root = store_root(app, store)
-    home = home or user_home()
-    out = []
-    for p in stored:
-        try:
-            out.append(paths.to_absolute(p, kind=frame(store), root=root, home=home))
-        except paths.PathError:
-            continue
-    return out
-
-
-def absolute_paths(app: Realmem, m: Memory) -> list[str]:
-    return absolute(app, m.store, m.paths)
 
 
 def add(app: Realmem, caption: str, content: str, *, store: str, stored_paths: list[str], source: str,
@@ -173,13 +134,13 @@ def edit(app: Realmem, key: Key, *, caption: str | None = None, content: str | N
 
 def edit_paths_from_input(app: Realmem, key: Key, raw_paths: list[str]) -> list[str]:
     """Paths given by a user or agent (relative to cwd, ~/, absolute) in the memory's frame."""
-    root = store_root(app, key[0])
-    kind = frame(key[0])
+    root = app.store_root(key[0])
+    kind = frames.frame(key[0])
     out = []
     for raw in raw_paths or []:
         try:
-            absolute = paths.normalize_input(raw, cwd=app.cwd, home=user_home())
-            out.append(paths.to_store_frame(absolute, kind=kind, root=root, home=user_home()))
+            absolute = paths.normalize_input(raw, cwd=app.cwd, home=frames.user_home())
+            out.append(paths.to_store_frame(absolute, kind=kind, root=root, home=frames.user_home()))
         except paths.PathError as exc:
             from realmem.gate.safety import mask_secrets  # lazily: 70 ms of regexes, for an error only
 
@@ -208,10 +169,10 @@ def move(app: Realmem, key: Key, to_store: str, *, reason: str = "move") -> Memo
         old = current(app, key)
         if to_store == key[0]:
             return old
-        root = store_root(app, key[0]) or store_root(app, to_store)
+        root = app.store_root(key[0]) or app.store_root(to_store)
         try:
-            new_paths = paths.reexpress(old.paths, from_kind=frame(key[0]), to_kind=frame(to_store), root=root,
-                                        home=user_home())
+            new_paths = paths.reexpress(old.paths, from_kind=frames.frame(key[0]), to_kind=frames.frame(to_store), root=root,
+                                        home=frames.user_home())
         except paths.PathError as exc:
             raise RealmemError(f"cannot move: {exc}") from None
         fields = app.new_fields(to_store, key[1], old.caption, old.content, new_paths, created=old.created,

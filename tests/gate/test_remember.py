@@ -22,7 +22,7 @@ from realmem.events import types as ev
 from realmem.fakes import FakeChat
 from realmem.events.trace import TRACE_VERSION
 from realmem.events.trace import dump as trace_json
-from realmem.gate.judge import urgency_key
+from realmem.projections.urgency import urgency_key
 from realmem.storage.lock import LeaseLock
 from realmem.gate.remember import remember, render_trace, retry
 from realmem.write.observe import open_attached
@@ -401,7 +401,7 @@ def test_queue_is_per_project(app: Realmem, judge_server, tmp_path: Path):  # ty
     other = open_attached(app.home, other_root)
     try:
         assert retry(other, force=True) == []
-        from realmem.read.status import gather
+        from realmem.interface.status import gather
         assert gather(other)["queued"] == 0
     finally:
         other.close()
@@ -577,7 +577,7 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     from realmem.gate.remember import FAILED_AFTER  # here: the constant this test is about
     from realmem.interface import session  # here: session start, which the gate tests otherwise never need
     from realmem.projections import queries
-    from realmem.read import status
+    from realmem.interface import status
 
     label = "the SemIf judge" if judge == "semif" else "the chat judge"
     judge_server.fail_next(401, n=FAILED_AFTER + 1)

@@ -14,7 +14,7 @@ from mcp import ClientSession, types
 
 from realmem import frontend
 from realmem.interface import session
-from realmem.read import status
+from realmem.interface import status
 from realmem.write import gitignore
 from realmem.clients import NotConfigured, SystemOneClient
 from realmem.config import Config

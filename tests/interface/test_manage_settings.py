@@ -25,7 +25,7 @@ from realmem.clients.errors import EndpointError
 from realmem.config import Config, ConfigError
 from realmem.events import types as ev
 from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
-from realmem.gate.judge import urgency_key
+from realmem.projections.urgency import urgency_key
 from realmem.write.observe import open_attached, scan_stores
 from realmem.interface.settings import list_endpoint_models, test_endpoints as run_endpoint_tests
 

@@ -134,7 +134,7 @@ def test_everything_at_once_in_one_notification(home: Path, repo: Path, git: Any
 
 
 def test_the_notification_names_the_context_files_realmem_strips(home: Path, repo: Path) -> None:
-    from realmem.write import importer
+    from realmem.gate import importer
     (repo / "AGENTS.md").write_text("# Agents\n\nRun make test.\n", encoding="utf-8")
     with open_attached(home, repo, session="s1", scan=False) as a:
         importer.begin(a, [])

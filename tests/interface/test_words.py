@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from realmem.read import status
+from realmem.interface import status
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.jobs.consolidate import Report, render_report

@@ -22,7 +22,7 @@ from realmem.app import Realmem
 from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.jobs import queue, worker
-from realmem.gate.judge import urgency_key
+from realmem.projections.urgency import urgency_key
 from realmem.gate.remember import remember
 from realmem.write.observe import open_attached
 

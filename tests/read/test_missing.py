@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from realmem.read import missing
+from realmem.write import prune
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
@@ -58,7 +59,7 @@ def test_renamed_directory_is_flagged_with_the_new_location(app: Realmem, tree: 
     git(tree, "commit", "-q", "-m", "rename old to new")
     assert missing.check(app) == 1
     assert flags(app, m) == {"src/old": "src/new"}
-    res = missing.apply_suggestion(app, (m.store, m.id), "src/old")
+    res = prune.apply_suggestion(app, (m.store, m.id), "src/old")
     assert res.paths == ["src/new", "lib"]
     assert flags(app, m) == {}  # the ✗ goes at once, not at the next session start
     assert app.memory((m.store, m.id)).paths == ["src/new", "lib"]  # type: ignore[union-attr]
@@ -85,7 +86,7 @@ def test_applying_one_suggestion_keeps_the_other_flags(app: Realmem, tree: Path,
     git(tree, "commit", "-q", "-m", "move and drop")
     missing.check(app)
     assert flags(app, m) == {"src/old": "src/new", "docs/guide.md": None}
-    missing.apply_suggestion(app, (m.store, m.id), "src/old")
+    prune.apply_suggestion(app, (m.store, m.id), "src/old")
     assert flags(app, m) == {"docs/guide.md": None}
 
 
@@ -96,7 +97,7 @@ def test_deleted_path_has_no_suggestion_and_cannot_be_applied(app: Realmem, tree
     assert missing.check(app) == 1
     assert flags(app, m) == {"docs/guide.md": None}
     with pytest.raises(RealmemError, match="no suggested location"):
-        missing.apply_suggestion(app, (m.store, m.id), "docs/guide.md")
+        prune.apply_suggestion(app, (m.store, m.id), "docs/guide.md")
 
 
 def test_check_emits_only_when_flags_change(app: Realmem, tree: Path) -> None:

@@ -20,7 +20,7 @@ from realmem.write import memories
 from realmem.app import Realmem
 from realmem.events import log as evlog
 from realmem.events import types as ev
-from realmem.gate.judge import urgency_key
+from realmem.projections.urgency import urgency_key
 from realmem.read.pathnotes import NoteIndex, path_notes, touched_paths
 from realmem.write.observe import open_attached
 

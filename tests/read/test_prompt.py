@@ -10,7 +10,8 @@ import pytest
 
 from realmem.read import prompt
 from realmem.stores import ids
-from realmem.write import importer, memories
+from realmem.gate import importer
+from realmem.write import memories
 from realmem.app import Realmem
 from realmem.write.observe import open_attached, scan_stores
 from realmem.read.pathnotes import NoteIndex, path_notes

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from realmem.events import types as ev
-from realmem.gate.judge import urgency_key
+from realmem.projections.urgency import urgency_key
 from realmem.interface import commands, tools
 from realmem.projections import files, replay
 from realmem.stores import ids

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from realmem.read import prompt
-from realmem.write import importer, memories
+from realmem.gate import importer
+from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.fakes import FakeChat, FakeSystemOne
 from realmem.gate.remember import remember
