@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: Python unit + engine tests (real SQLite, git, processes, fake HTTP servers),
-# the TypeScript type check, and the adapter harness (a real Pi session with a faux model).
+# the TypeScript type check, the adapter harness (a real Pi session with a faux model) and the
+# real agent clients (Gemini CLI, Codex) against fake model APIs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -12,3 +13,5 @@ npx tsc --noEmit
 # The adapter's tests run without the bundled embedder (its cost per memory, not its
 # behaviour: that is tested over the real rpc child in tests/read/test_local_embedder.py).
 REALMEM_EMBEDDING_LOCAL=off npm run --silent test:adapter
+# The real Gemini CLI and Codex against fake model APIs (installed once into a cache dir).
+./scripts/e2e-agents.sh
