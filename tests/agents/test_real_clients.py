@@ -30,7 +30,7 @@ ANSWER = "src/db.py opens the database with apsw."
 
 
 @pytest.fixture
-def installed(repo: Path, home: Path) -> Any:
+def memory(repo: Path, home: Path) -> Any:
     """A project with src/db.py and a memory about it, added as a user adds one."""
     (repo / "src").mkdir()
     (repo / "src" / "db.py").write_text("import apsw\n", encoding="utf-8")
@@ -54,7 +54,7 @@ def agent_sessions(home: Path, repo: Path) -> set[str]:
     return {e["session"] for e in events if e["type"] == "path_notes_shown"}
 
 
-def test_gemini_cli_gets_the_section_and_path_notes_after_read_file(repo: Path, home: Path, installed: Any) -> None:
+def test_gemini_cli_gets_the_section_and_path_notes_after_read_file(repo: Path, home: Path, memory: Any) -> None:
     gemini = client_bin("gemini")
     cli.ok(home, repo, "install", "gemini", "--yes")
     user = Path(client_env()["HOME"]) / ".gemini"
@@ -63,7 +63,7 @@ def test_gemini_cli_gets_the_section_and_path_notes_after_read_file(repo: Path, 
                                         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
                                         "privacy": {"usageStatisticsEnabled": False}})
     write_json(user / "trustedFolders.json", {str(repo): "TRUST_FOLDER"})
-    section, notes = expected(home, repo, installed)
+    section, notes = expected(home, repo, memory)
 
     with FakeGemini() as model:
         model.script([{"call": "read_file", "args": {"file_path": "src/db.py"}}, {"text": ANSWER}])
@@ -81,12 +81,12 @@ def test_gemini_cli_gets_the_section_and_path_notes_after_read_file(repo: Path, 
     assert {s.split("#")[0] for s in agent_sessions(home, repo)} == {"gemini"}
 
 
-def test_codex_gets_the_section_and_path_notes_after_a_shell_read(repo: Path, home: Path, installed: Any,
+def test_codex_gets_the_section_and_path_notes_after_a_shell_read(repo: Path, home: Path, memory: Any,
                                                                    tmp_path: Path) -> None:
     codex = client_bin("codex")
     cli.ok(home, repo, "install", "codex", "--yes")
     codex_home = tmp_path / "codex-home"
-    section, notes = expected(home, repo, installed)
+    section, notes = expected(home, repo, memory)
 
     with FakeResponses() as model:
         # A custom provider on the fake; the project trusted, so Codex reads its .codex/.

@@ -2,12 +2,12 @@
 a project realmem was installed into, against a fake model API on 127.0.0.1.
 
 ``scripts/e2e-agents.sh`` installs the pinned clients into a cache directory and names its
-``node_modules/.bin`` in ``E2E_AGENT_CLIENTS`` (not REALMEM_*: conftest clears those); without it the tests that need a client
-are skipped.  A client runs with an environment built from nothing but the test's temporary
-HOME (so ~/.gemini, ~/.codex and ~/.pi are the test's own), the pinned Node 22 first on PATH,
-and in a process group of its own, which is killed when it returns: the MCP servers it
-starts go with it.  Hook servers it starts on demand live under the test's tmp dir and end
-with the test (tests/conftest.py).
+``node_modules/.bin`` in ``E2E_AGENT_CLIENTS`` (not a ``REALMEM_*`` name: tests/conftest.py
+clears those); without it the tests that need a client are skipped.  A client runs with an
+environment built from nothing but the test's temporary HOME (so ~/.gemini, ~/.codex and
+~/.pi are the test's own), the pinned Node 22 first on PATH, and in a process group of its
+own, which is killed when it returns: the MCP servers it starts go with it.  Hook servers it
+starts on demand live under the test's tmp dir and end with the test (tests/conftest.py).
 """
 
 from __future__ import annotations
