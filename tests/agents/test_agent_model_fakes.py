@@ -6,6 +6,8 @@ every run, and not as a client that hangs or gives up.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
 from typing import Any
 
@@ -65,3 +67,21 @@ def test_responses_streams_created_item_completed() -> None:
 def test_a_turn_is_a_text_or_a_call() -> None:
     with pytest.raises(ScriptError):
         FakeGemini().script([{"args": {}}])
+
+
+def test_python_m_realmem_fakes_serves_them_for_a_client_started_by_hand() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "realmem.fakes", "--gemini", "--responses", "--watch-stdin"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        lines = [proc.stdout.readline().split() for _ in range(3)]
+        assert [line[0] for line in lines] == ["gemini", "responses", "ready"]
+        url = lines[1][1]
+        post(f"{url}/_control/script", [{"text": "by hand"}])
+        _, raw = post(f"{url}/v1/responses", {"model": "m", "stream": True, "input": []})
+        assert events(raw)[1][1]["item"]["content"][0]["text"] == "by hand"
+        proc.stdin.close()  # --watch-stdin: the parent going away stops the fakes
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
