@@ -108,7 +108,7 @@ def test_codex_gets_the_section_and_path_notes_after_a_shell_read(repo: Path, ho
 
     developer = [s for item in first["input"] if item.get("role") == "developer" for s in strings(item["content"])]
     assert section in developer
-    # PostToolUse's context follows the call, as a developer message next to its output.
+    # PostToolUse's context is a developer message between the call and its output.
     tail = after_read["input"][len(first["input"]):]
     assert [i["type"] for i in tail if i["type"] != "message"] == ["function_call", "function_call_output"]
     assert notes in [s for i in tail if i.get("role") == "developer" for s in strings(i["content"])]
