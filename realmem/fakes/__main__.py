@@ -1,10 +1,12 @@
 """Run fake endpoints by hand or from another process's tests.
 
     python -m realmem.fakes --semif --embeddings --chat [--port N] [--key K] [--no-heuristic]
+    python -m realmem.fakes --gemini --responses      # model APIs for Gemini CLI and Codex
 
 Prints one ``<kind> <base url>`` line per server, then ``ready``, on standard output (logs
 go to standard error) and serves until SIGTERM or SIGINT (or, with ``--watch-stdin``, until
-standard input closes).  With ``--port N`` the servers take N, N+1, N+2.
+standard input closes).  With ``--port N`` the servers take N, N+1, N+2, ...  With no kind
+named it serves System One, embeddings and chat.
 Script them over HTTP: ``POST <url>/_control/script`` (see ``realmem.fakes.base``).
 """
 
@@ -22,7 +24,11 @@ import structlog
 from realmem.fakes.base import FakeServer
 from realmem.fakes.chat import FakeChat
 from realmem.fakes.embeddings import FakeEmbeddings
+from realmem.fakes.gemini import FakeGemini
+from realmem.fakes.responses import FakeResponses
 from realmem.fakes.systemone import FakeSystemOne
+
+KINDS = ("semif", "embeddings", "chat", "gemini", "responses")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--semif", action="store_true", help="System One judge")
     parser.add_argument("--embeddings", action="store_true", help="OpenAI-compatible embeddings")
     parser.add_argument("--chat", action="store_true", help="OpenAI-compatible chat completions")
+    parser.add_argument("--gemini", action="store_true", help="Gemini API, for Gemini CLI (GOOGLE_GEMINI_BASE_URL)")
+    parser.add_argument("--responses", action="store_true", help="OpenAI Responses API, for Codex (base_url + /v1)")
     parser.add_argument("--port", type=int, default=0, help="first port (default: random free ports)")
     parser.add_argument("--key", default="", help="require this bearer key")
     parser.add_argument("--heuristic", action=argparse.BooleanOptionalAction, default=True,
@@ -46,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
                         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
-    kinds = [k for k in ("semif", "embeddings", "chat") if getattr(args, k)] or ["semif", "embeddings", "chat"]
+    kinds = [k for k in KINDS if getattr(args, k)] or ["semif", "embeddings", "chat"]
     servers: list[FakeServer] = []
     for offset, kind in enumerate(kinds):
         port = args.port + offset if args.port else 0
@@ -55,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
                                          max_questions=args.max_questions, max_options=args.max_options))
         elif kind == "embeddings":
             servers.append(FakeEmbeddings(port=port, key=args.key, dims=args.dims))
-        else:
+        elif kind == "chat":
             servers.append(FakeChat(port=port, key=args.key, heuristic=args.heuristic))
+        else:  # the agent model APIs: scripted turns only (POST /_control/script)
+            servers.append((FakeGemini if kind == "gemini" else FakeResponses)(port=port, key=args.key))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

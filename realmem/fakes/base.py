@@ -46,6 +46,14 @@ class Reply(NamedTuple):
     headers: tuple[tuple[str, str], ...] = ()
 
 
+class Stream(NamedTuple):
+    """A ``text/event-stream`` reply body: ``(event name or None, JSON data)`` per event.  The
+    model APIs that coding agents speak stream their answers this way; with HTTP/1.0 the end of
+    the stream is the end of the connection."""
+
+    events: list[tuple[str | None, Any]]
+
+
 class ScriptError(ValueError):
     """A script the fake cannot follow; answered as 400 so the test sees why."""
 
@@ -87,9 +95,14 @@ class _Handler(BaseHTTPRequestHandler):
         if reply is None:
             headers = {k.lower(): v for k, v in self.headers.items()}
             reply = self.server.fake.dispatch(method, self.path, body, headers)
-        payload = json.dumps(reply.body).encode("utf-8")
+        if isinstance(reply.body, Stream):
+            payload = b"".join(_event(name, data) for name, data in reply.body.events)
+            kind = "text/event-stream"
+        else:
+            payload = json.dumps(reply.body).encode("utf-8")
+            kind = "application/json"
         self.send_response(reply.status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in reply.headers:
             self.send_header(name, value)
@@ -98,6 +111,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silenced: request lines would clutter test output (and headers are never logged)."""
+
+
+def _event(name: str | None, data: Any) -> bytes:
+    head = f"event: {name}\n" if name else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode("utf-8")
 
 
 class _HTTPServer(ThreadingHTTPServer):
