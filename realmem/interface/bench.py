@@ -36,7 +36,7 @@ from realmem.agents import hookclient
 from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.fakes.systemone import FakeSystemOne
 from realmem.gate.remember import remember
-from realmem.read.render import table
+from realmem.interface.render import table
 
 WORDS = ("build test deploy docker postgres migration schema cache redis queue worker api auth token "
          "session config env lint format release branch commit review ci pipeline bundle webpack vite "

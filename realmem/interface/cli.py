@@ -588,7 +588,7 @@ def stale(c: Ctx, as_json: bool) -> None:
     Example: realmem stale --json
     """
     from realmem.read import freshness  # lazy: start-up
-    from realmem.read.render import memory_json, table  # lazy: start-up
+    from realmem.interface.render import memory_json, table  # lazy: start-up
     app = c.app()
     rows = freshness.stale_memories(app)
     if as_json:

@@ -18,7 +18,8 @@ from typing import Any
 
 from realmem import frontend
 from realmem.interface import manage, session, tools
-from realmem.read import embedder, missing, recall as recall_mod, render
+from realmem.interface import render
+from realmem.read import embedder, missing, recall as recall_mod
 from realmem.read.escape import inline
 from realmem.storage import db
 from realmem.stores import frames, ids, paths as paths_mod

@@ -36,7 +36,7 @@ from realmem.app import Realmem
 from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.fakes.systemone import FakeSystemOne
 from realmem.words import count
-from realmem.read.render import table
+from realmem.interface.render import table
 
 MODES = ("bm25", "e5", "local", "embedder", "judge", "judge-noisy")
 LOCAL = {"e5": "multilingual-e5-small", "local": "e5+use", "judge": "e5+use", "judge-noisy": "e5+use"}

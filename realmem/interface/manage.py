@@ -10,7 +10,7 @@ from realmem.app import Realmem
 from realmem.projections.urgency import tier, urgency_key, urgency_scores
 from realmem.read.pathnotes import WHOLE
 from realmem.stores.project import store_kind
-from realmem.read.render import memory_json
+from realmem.interface.render import memory_json
 from realmem.projections import queries
 
 GLYPHS = {"full": "●", "caption": "◐", "count": "○"}

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from realmem.interface import status as status_mod
-from realmem.read import freshness, recall as recall_mod, render
+from realmem.interface import render
+from realmem.read import freshness, recall as recall_mod
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError

@@ -11,7 +11,7 @@ from realmem.write import memories
 from realmem.app import Realmem
 from realmem.jobs.consolidate import Report, render_report
 from realmem.read.recall import listing, recall
-from realmem.read.render import recall_text
+from realmem.interface.render import recall_text
 from realmem.words import count
 from realmem.write.observe import open_attached
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from realmem.interface import manage, tools
-from realmem.read import freshness, recall, render
+from realmem.interface import render
+from realmem.read import freshness, recall
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem
