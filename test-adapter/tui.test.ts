@@ -138,7 +138,7 @@ describe("/realmem screens against the real core", () => {
 			"import sys",
 			"from realmem.app import Realmem",
 			"from realmem.events import types as ev",
-			"from realmem.gate.judge import urgency_key",
+			"from realmem.projections.urgency import urgency_key",
 			"app = Realmem.open(None, sys.argv[1], session='test')",
 			"m = app.memory(app.resolve(sys.argv[2]))",
 			"app.emit([ev.UrgencyJudged(m.store, m.id, urgency_key(m), 1.7, {'0': 0.05, '1': 0.15, '2': 0.8}, 0.9, 'remember')])",
