@@ -28,6 +28,7 @@ from realmem import logs
 from realmem.read import pathnotes
 from realmem.storage import db
 from realmem.write import observe
+from realmem.jobs import policy
 from realmem.agents import clients, sessions
 from realmem.agents.hookclient import HELLO, Refused, check_socket_dir, socket_path
 from realmem.app import Realmem
@@ -74,7 +75,11 @@ class Handler:
         sid = hook.get("session_id") if isinstance(hook.get("session_id"), str) else None
         app = self.app(cwd, sessions.actor(agent, sid))
         index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
-        return clients.handle(client, app, index, hook)
+        try:
+            return clients.handle(client, app, index, hook)
+        finally:
+            if event == client.start:  # its scan may call for work; a tool's path notes never do
+                policy.follow_app(app)
 
     def close(self) -> None:
         for app in self.apps.values():

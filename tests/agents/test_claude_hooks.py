@@ -13,12 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from realmem.read import prompt
 from realmem.write import memories
 from realmem.agents import hookclient
 from realmem.agents.hookserver import LOCK
 from realmem.events import types as ev
+from realmem.jobs import queue
 from realmem.storage.lock import LeaseLock
+from realmem.write.observe import open_attached
 
 from conftest import stop_pid
 from helpers.hooks import HOOK, WAIT, fixture, notes_output, project, run_hook, section_output, server  # noqa: F401 (fixtures)
@@ -106,3 +110,21 @@ def test_the_server_exits_when_idle(home: Path) -> None:
             proc.kill()
             proc.wait()
     assert not Path(hookclient.socket_path(str(home))).exists()
+
+
+@pytest.fixture
+def embedder_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An embedding endpoint in the hook server's environment: set, never reached (following the
+    log only queues work)."""
+    monkeypatch.setenv("REALMEM_EMBEDDING_URL", "http://127.0.0.1:9")
+
+
+def test_a_session_start_queues_the_work_its_scan_calls_for(embedder_set: None, server: Any, repo: Path,
+                                                            home: Path) -> None:
+    with open_attached(home, repo, scan=False) as app:
+        store = app.store_dir(app.project.shared_store)  # type: ignore[union-attr]
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "pulled.md").write_text("---\ncaption: Deploy with make ship\n---\n\nRun `make ship`.\n", encoding="utf-8")
+    assert queue.pending_tasks(home) == 0
+    run_hook(fixture("session_start_startup", repo, "s-follow"), home)
+    assert queue.pending_tasks(home) == 1  # the pulled fact's embedding, without waiting for a worker's follow
