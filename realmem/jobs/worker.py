@@ -114,7 +114,7 @@ def run(home: Path, *, idle_seconds: float | None = None) -> int:
                 last_work = time.monotonic()
                 continue
             did = 0
-            if cfg["semif.url"] and _due(conn):
+            if _due(conn) and availability.judge(cfg) is not None:  # due first: the bridge check reads files
                 try:
                     did = retry_due(home)
                 except LockTimeout:

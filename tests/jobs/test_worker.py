@@ -95,6 +95,26 @@ def test_judge_down_queued_then_a_worker_process_handles_it(home: Path, repo: Pa
         app.close()
 
 
+@pytest.mark.parametrize("judge", ["semif", "chat"])
+def test_a_running_worker_retries_a_due_candidate_once_the_judge_is_back(home: Path, repo: Path, servers, reap,
+                                                                        judge: str):
+    s1, _, chat = servers
+    down = s1 if judge == "semif" else chat  # the chat judge is the chat fake answering from s1's scripts
+    down.down()
+    app = open_attached(home, repo)
+    try:
+        assert remember(app, "Lint with ruff", "Run `ruff check .` before committing.").queued
+        attempts = lambda: app.conn.execute("SELECT coalesce(max(attempts), 0) FROM pending").fetchone()[0]  # noqa: E731
+        proc = start_worker(home)
+        reap.append(proc.pid)
+        wait_until(lambda: attempts() >= 1, "the worker's first try, with the judge down")
+        down.up()  # from here only the worker's loop can retry it: no event calls for it again
+        wait_until(lambda: pending(app) == 0, "the due candidate retried by the running worker")
+        assert [m.caption for m in app.memories()] == ["Lint with ruff"]
+    finally:
+        app.close()
+
+
 def schema_fact(app):  # type: ignore[no-untyped-def]
     """A user-requested fact, stored as an add (no judge, embedder down: work left queued)."""
     out = remember(app, "Schema lives in db/schema.sql", "Edit `db/schema.sql`, then run `make migrate`.",
