@@ -13,16 +13,13 @@ from realmem.frontend import set_in
 from realmem.clients import bridge
 
 
-def chat_reachable(cfg: Config, *, own_model: bool = False) -> bool:
-    """A chat model can be asked: ``own_model`` is a front end's own (MCP sampling)."""
-    return own_model or bool(cfg["rewriter.url"]) or bridge.live(cfg.home) is not None
-
-
-def judge(cfg: Config, *, own_model: bool = False) -> str | None:
-    """``"semif"``, ``"chat"`` or None (no judge can decide now)."""
+def judge(cfg: Config) -> str | None:
+    """``"semif"``, ``"chat"`` or None (no judge can decide now).  A front end's own model (MCP
+    sampling) lives only during its call: the gate asks it there (``chat_client``), and the
+    background, which this answers for, cannot."""
     if cfg["semif.url"]:
         return "semif"
-    if cfg["judge.fallback"] == "chat" and chat_reachable(cfg, own_model=own_model):
+    if cfg["judge.fallback"] == "chat" and (cfg["rewriter.url"] or bridge.live(cfg.home) is not None):
         return "chat"
     return None
 

@@ -63,15 +63,14 @@ def possible_work(config: Config) -> set[str]:
             | ({"retry"} if availability.judge(config) else set()))
 
 
-def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) -> set[str]:
+def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event], possible: set[str]) -> set[str]:
     """The kinds of work ``events`` call for, given what is already done: a memory whose vector
     is cached needs no embedding, one whose urgency is valid for its content and paths no
-    judgement; nothing is asked of an endpoint that is not configured.  Stops reading
-    ``events`` once every possible kind is wanted."""
+    judgement; nothing is asked of an endpoint that is not configured (``possible``, the
+    caller's ``possible_work``).  Stops reading ``events`` once every possible kind is wanted."""
     from realmem.gate import judge  # lazy: it loads the endpoint clients (httpx); `realmem status` must not
     wanted: set[str] = set()
-    possible = possible_work(config)
-    fingerprint = index.active_fingerprint(conn) if config.embedding_enabled() else None
+    fingerprint = index.active_fingerprint(conn) if "embed" in possible else None
     for e in events:
         if wanted == possible:
             break
@@ -83,9 +82,9 @@ def work_for(conn: apsw.Connection, config: Config, events: Iterable[ev.Event]) 
         m = queries.memory(conn, (store, e.id))
         if m is None:  # deleted, or changed again and moved on since: a later event says so
             continue
-        if config.embedding_enabled() and (not fingerprint or index.cache_get(conn, m.hash, fingerprint) is None):
+        if "embed" in possible and (not fingerprint or index.cache_get(conn, m.hash, fingerprint) is None):
             wanted.add("embed")
-        if config["semif.url"] and judge.specific_paths(m.paths):
+        if "urgency" in possible and judge.specific_paths(m.paths):
             urgency = queries.urgency_score(conn, (m.store, m.id))
             if urgency is None or urgency[0] != urgency_key(m):
                 wanted.add("urgency")
@@ -106,9 +105,10 @@ def follow(conn: apsw.Connection, home: Path, config: Config) -> set[str]:
         since, until = position(conn), log.last_seq(conn)  # again: another process may have followed
         # Streamed, and not read at all when no endpoint is configured: a first follow after a
         # large import would otherwise decode every fact of the log at once.
+        possible = possible_work(config)  # once: with the chat judge it reads the bridge files
         events = (env.event for env in log.read(conn, since, until=until, types=WORK_TYPES)) \
-            if possible_work(config) else iter(())
-        wanted = work_for(conn, config, events)
+            if possible else iter(())
+        wanted = work_for(conn, config, events, possible)
         for kind in KINDS:
             if kind in wanted and not queue.enqueue(home, kind):
                 raise queue.EnqueueFailed(kind)  # roll the position back: the next follow sends it
