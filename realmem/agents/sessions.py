@@ -72,6 +72,10 @@ def _mark(app: Realmem, agent: str, sid: str, ids: Iterable[str]) -> None:
     app.conn.executemany("INSERT OR IGNORE INTO agent_shown VALUES (?,?,?)", [(agent, sid, i) for i in ids])
 
 
+def _unshow(app: Realmem, agent: str, sid: str) -> None:
+    app.conn.execute("DELETE FROM agent_shown WHERE agent=? AND session=?", (agent, sid))
+
+
 def session_start(app: Realmem, agent: str, hook: dict[str, Any], *, event: str = "SessionStart") -> dict[str, Any]:
     sid = _sid(hook)
     source = str(hook.get("source") or "startup")
@@ -82,7 +86,7 @@ def session_start(app: Realmem, agent: str, hook: dict[str, Any], *, event: str 
     with db.transaction(app.conn):
         section = _section(app, agent, sid)
         if source in ("compact", "clear"):  # the notes left the context with the old messages
-            app.conn.execute("DELETE FROM agent_shown WHERE agent=? AND session=?", (agent, sid))
+            _unshow(app, agent, sid)
         _mark(app, agent, sid, [SECTION_SHOWN])
     out = context(event, section)
     if notice:
@@ -93,7 +97,7 @@ def session_start(app: Realmem, agent: str, hook: dict[str, Any], *, event: str 
 def forget(app: Realmem, agent: str, hook: dict[str, Any]) -> None:
     """The client compacted the session: its path notes and section left the context."""
     with db.transaction(app.conn):
-        app.conn.execute("DELETE FROM agent_shown WHERE agent=? AND session=?", (agent, _sid(hook)))
+        _unshow(app, agent, _sid(hook))
 
 
 def section_again(app: Realmem, agent: str, hook: dict[str, Any], *, event: str) -> dict[str, Any] | None:
