@@ -123,9 +123,13 @@ export class Core {
 		this.cwd = options.cwd;
 	}
 
-	/** Whether the core must be set up before the first call (see setup.ts). */
-	get missing(): boolean {
-		return this.client === undefined && findCore(this.env) === undefined;
+	/** Find the core for the calls to come; false when it must be set up first (see setup.ts). */
+	locate(): boolean {
+		if (!this.client) {
+			const found = findCore(this.env);
+			if (found) this.client = this.spawnClient(found);
+		}
+		return this.client !== undefined;
 	}
 
 	/** Set the core up (first use), reporting each step; throws a message the user can act on. */

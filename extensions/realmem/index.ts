@@ -79,7 +79,7 @@ export class Realmem {
 		// Hidden tools go first and are awaited: the first prompt's system prompt is built from
 		// the active tool set, and it must not change later in the session (prompt cache).
 		try {
-			if (this.core.missing) await this.setUpCore(ctx);
+			if (!this.core.locate()) await this.setUpCore(ctx);
 			this.hello = await this.core.call<HelloResult>("hello");
 			this.hidden = new Set(this.hello.hidden_tools);
 		} catch (error) {
