@@ -34,9 +34,15 @@ NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few
 COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic weight (half of it
 COVERAGE_MIN_HYBRID = 0.5  # when the vector side also searches: it finds the paraphrases)...
 COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
-COSINE_REL = 0.95  # a vector match is within this share of the query's best cosine...
-# ...and above the space's floor calibrated on questions (read/floor.py)
-WEAK_COVERAGE = 0.33  # a memory holding a third of the query's topic weight is plausible
+# A vector match is near the query's best neighbour: within COSINE_GAP of the space's spread
+# (its strong floor minus its weak floor, read/floor.py) below the best cosine, and either above
+# the strong floor or, above the weak floor, clear of the query's typical neighbour (the mean
+# cosine of neighbours 2 to TYPICAL) by MARGIN spreads: one neighbour standing out of the crowd.
+COSINE_GAP = 0.2
+MARGIN = 1.0
+TYPICAL = 10
+WEAK_COVERAGE = 0.2  # a memory holding a fifth of the query's topic weight is plausible (a third
+WEAK_COVERAGE_HYBRID = 0.33  # when the vector side also searches: its weak floor finds the rest)
 WEAK_MAX = 3  # weak matches shown when nothing matches
 MAX_QUERY = 2000  # characters of one query searched; the rest is ignored (and said so)
 WHOLE = {".", "~"}
@@ -168,13 +174,14 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         assert vec is not None
         # In a large space the KNN runs on another connection while the lexical search runs here.
         pending = search.knn_beside(app.conn, app.reader, vec, stores, NEIGHBOURS)
-    lex = search.lexical(app.conn, query, stores, CANDIDATES, WEAK_COVERAGE)
+    weak_cov = WEAK_COVERAGE if pending is None else WEAK_COVERAGE_HYBRID
+    lex = sorted(search.lexical(app.conn, query, stores, CANDIDATES, weak_cov), key=lambda h: (-h.coverage, h.bm25))
     best_cov = max((h.coverage for h in lex), default=0.0)
     cov_min = COVERAGE_MIN if pending is None else COVERAGE_MIN_HYBRID
     found: dict[Key, Match] = {}
     for rank, h in enumerate(lex, 1):
         strong = h.coverage >= cov_min and h.coverage >= COVERAGE_REL * best_cov
-        if strong or h.coverage >= WEAK_COVERAGE:
+        if strong or h.coverage >= weak_cov:
             m = found.setdefault(h.key, Match(h.key))
             m.coverage, m.rrf, m.weak = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank), not strong
     if pending is not None:
@@ -182,9 +189,10 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         c = embedder.client(app)
         limits = floor.floors(app.conn, c.url if c is not None else "", lambda t: embed(app, t)) if near else None
         if near and limits is not None:
-            best = near[0][1]
+            assert vec is not None  # pending is only set for a usable vector
+            _lexical_needs_vectors(app, vec, found, near, limits.weak)
             for rank, (k, cos) in enumerate(near, 1):
-                strong = cos >= limits.strong and cos >= COSINE_REL * best
+                strong = _vector_strong(cos, near, limits)
                 if not strong and cos < limits.weak:
                     continue
                 m = found.get(k)
@@ -194,6 +202,33 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
                     m.weak = m.weak and not strong
                 m.cosine, m.rrf = cos, m.rrf + 1.0 / (search.RRF_K + rank)
     return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
+
+
+def _vector_strong(cos: float, near: Sequence[tuple[Key, float]], limits: floor.Floors) -> bool:
+    """A neighbour is a strong vector match by the rule above ``COSINE_GAP`` (docs/recall.md).
+    Without the gap every neighbour over the strong floor matched, however far below the best
+    one, and a question near many memories of one project matched most of them."""
+    spread = max(0.0, limits.strong - limits.weak)
+    if cos < near[0][1] - COSINE_GAP * spread:
+        return False
+    if cos >= limits.strong:
+        return True
+    others = [c for _, c in near[1:TYPICAL]]
+    return bool(others) and cos >= limits.weak and cos - sum(others) / len(others) >= MARGIN * spread
+
+
+def _lexical_needs_vectors(app: Realmem, vec: list[float], found: dict[Key, Match],
+                           near: Sequence[tuple[Key, float]], weak_floor: float) -> None:
+    """With vectors, a lexical match whose own vector is below the weak floor is only weak: a
+    near miss sharing a project's words (its tool, its file names) covers the query's words
+    while meaning something else, and the vector side sees that.  A memory without a vector
+    yet is left to its words."""
+    cosines = dict(near)
+    beyond = [k for k, m in found.items() if not m.weak and k not in cosines]
+    cosines |= search.cosines(app.conn, vec, beyond)
+    for k, m in found.items():
+        if not m.weak and k in cosines and cosines[k] < weak_floor:
+            m.weak = True
 
 
 def _checked(app: Realmem, query: str, found: list[Match], checks: list[dict[str, Any]]) -> list[Match]:

@@ -65,16 +65,24 @@ def oracle(app: Realmem, query: str, vectors: dict[str, list[float]]) -> tuple[s
                 for i, toks in docs.items()} if total else {}
     coverage = {i: c for i, c in coverage.items() if c > 0}
     best = max(coverage.values(), default=0.0)
-    cov_min = recall.COVERAGE_MIN_HYBRID if vectors and total else recall.COVERAGE_MIN
+    hybrid = bool(vectors and total)
+    cov_min = recall.COVERAGE_MIN_HYBRID if hybrid else recall.COVERAGE_MIN
     out = {i for i, c in coverage.items() if c >= cov_min and c >= recall.COVERAGE_REL * best}
-    plausible = {i for i, c in coverage.items() if c >= recall.WEAK_COVERAGE}
-    if vectors and total:
+    plausible = {i for i, c in coverage.items()
+                 if c >= (recall.WEAK_COVERAGE_HYBRID if hybrid else recall.WEAK_COVERAGE)}
+    if hybrid:
         q = fake_embedding(query, DIMS)
         cos = {i: sum(a * b for a, b in zip(q, v)) for i, v in vectors.items()}
         limits = floor.floors(app.conn, "", lambda t: fake_embedding(t, DIMS))
-        top = max(cos.values())
         if limits is not None:
-            out |= {i for i, c in cos.items() if c >= limits.strong and c >= recall.COSINE_REL * top}
+            out = {i for i in out if cos[i] >= limits.weak}  # the words of a far vector match only weakly
+            ranked = sorted(cos.values(), reverse=True)
+            others = ranked[1:recall.TYPICAL]
+            typical = sum(others) / len(others) if others else None
+            spread = limits.strong - limits.weak
+            out |= {i for i, c in cos.items() if c >= ranked[0] - recall.COSINE_GAP * spread
+                    and (c >= limits.strong or (typical is not None and c >= limits.weak
+                                                and c - typical >= recall.MARGIN * spread))}
             plausible |= {i for i, c in cos.items() if c >= limits.weak}
     return out, plausible | out
 
@@ -116,8 +124,12 @@ def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, que
             q = fake_embedding(query, DIMS)
             limits = floor.floors(app.conn, "", lambda t: fake_embedding(t, DIMS))
             cos = {i: sum(a * b for a, b in zip(q, v)) for i, v in vectors.items()}
-            top = max(cos.values())
-            edges = [limits.strong, limits.weak, recall.COSINE_REL * top] if limits else []
+            ranked = sorted(cos.values(), reverse=True)
+            others = ranked[1:recall.TYPICAL]
+            spread = limits.strong - limits.weak if limits else 0.0
+            typical = sum(others) / len(others) if others else math.nan
+            edges = [limits.strong, limits.weak, ranked[0] - recall.COSINE_GAP * spread,
+                     typical + recall.MARGIN * spread] if limits else []
             borderline = {i for i, c in cos.items() if any(abs(c - e) < 1e-5 for e in edges)}
         # the matches are exactly the rule's; weak ones are plausible, fill at most WEAK_MAX places
         assert got - borderline == expected - borderline, (query, facts)
