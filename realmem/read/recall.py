@@ -41,7 +41,7 @@ COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's c
 COSINE_GAP = 0.2
 MARGIN = 1.0
 TYPICAL = 10
-WEAK_COVERAGE = 0.2  # a memory holding a fifth of the query's topic weight is plausible (a third
+WEAK_COVERAGE = 0.25  # a memory holding a quarter of the query's topic weight is plausible (a third
 WEAK_COVERAGE_HYBRID = 0.33  # when the vector side also searches: its weak floor finds the rest)
 WEAK_MAX = 3  # weak matches shown when nothing matches
 MAX_QUERY = 2000  # characters of one query searched; the rest is ignored (and said so)
@@ -189,8 +189,6 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         c = embedder.client(app)
         limits = floor.floors(app.conn, c.url if c is not None else "", lambda t: embed(app, t)) if near else None
         if near and limits is not None:
-            assert vec is not None  # pending is only set for a usable vector
-            _lexical_needs_vectors(app, vec, found, near, limits.weak)
             for rank, (k, cos) in enumerate(near, 1):
                 strong = _vector_strong(cos, near, limits)
                 if not strong and cos < limits.weak:
@@ -215,20 +213,6 @@ def _vector_strong(cos: float, near: Sequence[tuple[Key, float]], limits: floor.
         return True
     others = [c for _, c in near[1:TYPICAL]]
     return bool(others) and cos >= limits.weak and cos - sum(others) / len(others) >= MARGIN * spread
-
-
-def _lexical_needs_vectors(app: Realmem, vec: list[float], found: dict[Key, Match],
-                           near: Sequence[tuple[Key, float]], weak_floor: float) -> None:
-    """With vectors, a lexical match whose own vector is below the weak floor is only weak: a
-    near miss sharing a project's words (its tool, its file names) covers the query's words
-    while meaning something else, and the vector side sees that.  A memory without a vector
-    yet is left to its words."""
-    cosines = dict(near)
-    beyond = [k for k, m in found.items() if not m.weak and k not in cosines]
-    cosines |= search.cosines(app.conn, vec, beyond)
-    for k, m in found.items():
-        if not m.weak and k in cosines and cosines[k] < weak_floor:
-            m.weak = True
 
 
 def _checked(app: Realmem, query: str, found: list[Match], checks: list[dict[str, Any]]) -> list[Match]:

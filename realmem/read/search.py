@@ -284,26 +284,6 @@ def usable(vector: Sequence[float] | None) -> bool:
     return bool(vector) and all(math.isfinite(x) for x in vector) and any(x != 0.0 for x in vector)
 
 
-def cosines(conn: apsw.Connection, vector: list[float], keys: Sequence[Key]) -> dict[Key, float]:
-    """Cosine similarity of ``vector`` to each of ``keys`` that has a vector in the active
-    space (a memory not embedded yet is absent): the few memories a rule asks about beyond
-    the KNN's neighbours."""
-    fp, dims = index.active_fingerprint(conn), index.vec_dims(conn)
-    if not keys or not fp or len(vector) != dims or not usable(vector):
-        return {}
-    wanted, out, blob = set(keys), {}, index.pack(vector)
-    ids_ = sorted({k[1] for k in keys})
-    for start in range(0, len(ids_), 500):
-        chunk = ids_[start:start + 500]
-        for s, i, dist in conn.execute(
-                f"SELECT m.store, m.id, vec_distance_cosine(e.vector, ?) FROM memories m CROSS JOIN embeddings e "
-                f"ON e.hash = m.hash AND e.fingerprint = ? AND e.dims = ? WHERE m.id IN ({','.join('?' * len(chunk))})",
-                (blob, fp, dims, *chunk)):
-            if (s, i) in wanted and dist is not None and math.isfinite(dist):
-                out[Key(s, i)] = 1.0 - dist
-    return out
-
-
 PREFILTER_MIN = 20_000  # vectors in the space before the binary prefilter pays off
 OVERSAMPLE = 4  # shortlist size per wanted result; vec0's cost grows with k, so keep it small
 SLACK = 64  # extra rows the exact KNN fetches to absorb rows filtered out after it

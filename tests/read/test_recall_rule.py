@@ -75,7 +75,6 @@ def oracle(app: Realmem, query: str, vectors: dict[str, list[float]]) -> tuple[s
         cos = {i: sum(a * b for a, b in zip(q, v)) for i, v in vectors.items()}
         limits = floor.floors(app.conn, "", lambda t: fake_embedding(t, DIMS))
         if limits is not None:
-            out = {i for i in out if cos[i] >= limits.weak}  # the words of a far vector match only weakly
             ranked = sorted(cos.values(), reverse=True)
             others = ranked[1:recall.TYPICAL]
             typical = sum(others) / len(others) if others else None

@@ -56,21 +56,6 @@ def test_exact_knn_orders_by_cosine(store) -> None:  # type: ignore[no-untyped-d
         assert sim == pytest.approx(_cos(q, vectors[key]), abs=1e-4)
 
 
-def test_cosines_of_memories_beyond_the_neighbours(store) -> None:  # type: ignore[no-untyped-def]
-    """Recall asks for the cosine of lexical matches the KNN did not return; a memory without
-    a vector in the active space is absent, not zero."""
-    app, vectors = store
-    q = _unit(random.Random(2))
-    far = sorted(vectors, key=lambda k: _cos(q, vectors[k]))[:5]  # the farthest, never neighbours
-    store_id, paths = memories.place(app, "shared", [])
-    bare = memories.add(app, "not embedded yet", "no vector", store=store_id, stored_paths=paths, source="add")
-    got = search.cosines(app.conn, q, [*far, (bare.store, bare.id)])
-    assert set(got) == set(far)
-    for key in far:
-        assert got[key] == pytest.approx(_cos(q, vectors[key]), abs=1e-4)
-    assert search.cosines(app.conn, [0.0] * DIMS, far) == {}
-
-
 def test_binary_prefilter_reranks_exactly(store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     app, vectors = store
     assert index.has_binary(app.conn)
