@@ -1,8 +1,9 @@
 """`realmem mcp`: the realmem tools, prompt section and resource for any MCP client, over stdio.
 
-Built on the official ``mcp`` SDK (``MCPServer``).  The five tools carry the Pi tools' names,
-parameters and descriptions (extensions/realmem/tools.ts; a test keeps the two in step) and
-call the same functions as the rpc child (``realmem.interface.tools``).  The project is the client's
+Built on the official ``mcp`` SDK (``MCPServer``).  The five tools, their names, titles,
+descriptions and input schemas, come from the command registry (``realmem.interface.registry``),
+as the Pi tools do (extensions/realmem/tools.ts; a test keeps the two in step), and call the
+same functions as the rpc child.  The project is the client's
 first ``file://`` root (asked again after ``notifications/roots/list_changed``), or the
 server's cwd when the client offers none.  Events name the
 agent as actor: ``<client name>/<client version>`` from initialize, plus ``#<session>`` when
@@ -11,10 +12,11 @@ the client gives a session id, so ``realmem audit`` tells which agent wrote what
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, urlparse
@@ -27,7 +29,7 @@ from pydantic import Field
 from realmem import __version__, errors, logs
 from realmem.agents import sampling
 from realmem.clients.chat import ChatModel
-from realmem.interface import tools
+from realmem.interface import registry
 from realmem.read import prompt
 from realmem.write import observe
 from realmem.jobs import policy
@@ -41,38 +43,6 @@ logger = get_logger("realmem.mcp")
 
 SECTION_URI = "realmem://prompt-section"
 T = TypeVar("T")
-
-Scope = Annotated[Literal["global", "shared", "personal"] | None, Field(description=(
-    "global: every project (user preferences, general knowledge); shared: this project, committed with it "
-    "(setup, conventions, architecture); personal: this project on this machine only (local paths, workarounds)"))]
-Paths = Annotated[list[str] | None, Field(
-    description="Files, directories or globs, relative to the cwd, as ~/..., or absolute")]
-Page = Annotated[int | None, Field(ge=1, description="Result page, from 1")]
-
-DESCRIPTIONS = {
-    "realmem_recall": (
-        "Search long-term memory (realmem). Call it before starting any work, with queries about the task and the "
-        "paths you will touch. Results are ordered by path (memories about the given or recently touched paths "
-        "first, project-wide next, other areas last), then by use, then by relevance, and are paginated. `paths` "
-        "alone lists the memories attached to those paths; `ids` reads memories that were shown as captions."),
-    "realmem_remember": (
-        "Store a new, important and durable fact in long-term memory (realmem): project setup, conventions, "
-        "architecture decisions, commands that work, pitfalls and their fixes, user preferences. Not task status "
-        "or anything easily re-derived. A fact that corrects an existing memory updates it. The memory gate "
-        "decides whether to add, edit, merge or just reinforce."),
-    "realmem_status": (
-        "Show realmem's state: memory counts per store, queued candidates, worker and endpoint health, and "
-        "git-ignore warnings for the shared store."),
-    "realmem_list": (
-        "List every memory, sorted by path, then by use. Large output: prefer realmem_recall with queries or "
-        "paths, and use this only when asked to review all memories."),
-    "realmem_forget": (
-        "Delete memories that are obsolete or wrong, by id (or unique id prefix). To correct a memory, prefer "
-        "realmem_remember with the corrected fact."),
-}
-TITLES = {"realmem_recall": "Recall memories", "realmem_remember": "Remember", "realmem_status": "Memory status",
-          "realmem_list": "List memories", "realmem_forget": "Forget memories"}
-
 
 def actor(client_name: str | None, client_version: str | None, session: str | None) -> str:
     """The event actor for an agent: ``name/version#session`` (parts the client left out dropped)."""
@@ -169,47 +139,9 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
             return _result(errors.message_of(exc, tool), error=True)
         return _result(str(out["text"]))
 
-    @server.tool(name="realmem_recall", title=TITLES["realmem_recall"], description=DESCRIPTIONS["realmem_recall"])
-    async def realmem_recall(
-        ctx: Context,
-        queries: Annotated[list[str] | None, Field(description="Search queries; several phrasings find more")] = None,
-        paths: Paths = None,
-        ids: Annotated[list[str] | None, Field(description="Memory ids (or unique prefixes) to read in full")] = None,
-        page: Page = None,
-        scope: Scope = None,
-    ) -> CallToolResult:
-        return await call(ctx, "realmem_recall", lambda app: tools.recall(
-            app, queries=queries or [], paths=paths or [], id_values=ids or [], page=page or 1, scope=scope))
-
-    @server.tool(name="realmem_remember", title=TITLES["realmem_remember"],
-                 description=DESCRIPTIONS["realmem_remember"])
-    async def realmem_remember(
-        ctx: Context,
-        caption: Annotated[str, Field(description="One-line summary of the fact")],
-        content: Annotated[str, Field(description="The fact itself, with exact commands, names and values")],
-        scope: Scope = None,
-        paths: Paths = None,
-        user_requested: Annotated[bool | None, Field(
-            description="True only when the user explicitly asked to remember this")] = None,
-    ) -> CallToolResult:
-        return await call(ctx, "realmem_remember", lambda app: tools.remember(
-            app, caption=caption, content=content, scope=scope, paths=paths or [],
-            user_requested=bool(user_requested)))
-
-    @server.tool(name="realmem_status", title=TITLES["realmem_status"], description=DESCRIPTIONS["realmem_status"])
-    async def realmem_status(ctx: Context) -> CallToolResult:
-        return await call(ctx, "realmem_status", tools.status)
-
-    @server.tool(name="realmem_list", title=TITLES["realmem_list"], description=DESCRIPTIONS["realmem_list"])
-    async def realmem_list(ctx: Context, page: Page = None, scope: Scope = None) -> CallToolResult:
-        return await call(ctx, "realmem_list", lambda app: tools.listing(app, page=page or 1, scope=scope))
-
-    @server.tool(name="realmem_forget", title=TITLES["realmem_forget"], description=DESCRIPTIONS["realmem_forget"])
-    async def realmem_forget(
-        ctx: Context,
-        ids: Annotated[list[str], Field(min_length=1, description="Memory ids or unique prefixes")],
-    ) -> CallToolResult:
-        return await call(ctx, "realmem_forget", lambda app: tools.forget(app, ids))
+    for command in registry.TOOLS.values():
+        server.add_tool(_tool_function(command, call), name=command.tool, title=command.title,
+                        description=command.description)
 
     @server.prompt(name="realmem", title="realmem memory section",
                    description="The <realmem> section: how to use realmem, the most-used memories and the paths "
@@ -225,6 +157,39 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
         return await anyio.to_thread.run_sync(backend.run, backend.project or backend.cwd, None, prompt.section)
 
     return server, backend
+
+
+def _annotation(param: registry.Param) -> tuple[Any, Any]:
+    """A registry param as the pydantic annotation and default of a tool argument: the input
+    schema the client sees (and checks the model's call against) comes from it."""
+    kind: Any = {"strs": list[str], "int": int, "bool": bool, "str": str, "text": str}[param.type]
+    if param.choices:
+        kind = Literal[param.choices]
+    limits = {"ge": 1} if param.type == "int" else {"min_length": param.min_items} if param.min_items else {}
+    field = Field(description=param.help, **limits)
+    if param.required:
+        return Annotated[kind, field], inspect.Parameter.empty
+    return Annotated[kind | None, field], None
+
+
+def _tool_function(command: registry.Command,
+                   call: Callable[[Context, str, Callable[[Realmem], dict[str, Any]]], Awaitable[CallToolResult]]
+                   ) -> Callable[..., Awaitable[CallToolResult]]:
+    """The tool's function for the SDK, its signature generated from the registry's params
+    (the SDK builds the input schema from the signature)."""
+    async def tool(ctx: Context, **given: Any) -> CallToolResult:
+        arguments = command.arguments(given)
+        return await call(ctx, command.tool or command.name, lambda app: command.function()(app, **arguments))
+
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+    for param in command.tool_params:
+        annotation, default = _annotation(param)
+        params.append(inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                        default=default))
+    tool.__name__ = command.tool or command.name
+    tool.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": CallToolResult}
+    return tool
 
 
 def _result(text: str, *, error: bool = False) -> CallToolResult:
