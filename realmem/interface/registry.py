@@ -30,7 +30,7 @@ class Param:
     of {path, content}); any.  null means "not given": the handler gets ``default``.
     ``required`` is what the model tools' schemas and docs/rpc.md say; the rpc child passes
     the default for a required param that is missing, as it always has.  ``tool=False``: the
-    adapter fills it in, the model never sees it."""
+    adapter fills it in, the model never sees it.  ``cli``: how the command line spells it."""
 
     name: str
     type: str = attrs.field(validator=attrs.validators.in_(TYPES))
@@ -41,6 +41,7 @@ class Param:
     choices: tuple[str, ...] = ()  # offered to the model and the CLI; the core also takes aliases
     min_items: int = 0
     tool: bool = True
+    cli: str | None = ""  # "": option --name; "--x": option --x; "NAME": an argument; None: not on the CLI
 
     @property
     def keyword(self) -> str:
@@ -109,6 +110,7 @@ class Command:
     tool: str | None = None
     title: str = ""
     description: str = ""
+    cli: str | None = None  # "module:function" the CLI calls instead of the handler (it prints more)
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -121,13 +123,14 @@ class Command:
         """The handler's keyword arguments for request ``params`` (checked already)."""
         return {p.keyword: p.value(params.get(p.name)) for p in self.params}
 
-    def function(self) -> Callable[..., Any]:
-        """The handler, imported on first use."""
-        fn = _loaded.get(self.name)
+    def function(self, *, cli: bool = False) -> Callable[..., Any]:
+        """The handler (``cli``: the CLI's, when it has its own), imported on first use."""
+        path = (self.cli if cli else None) or self.handler
+        assert path is not None, f"{self.name} is served by its front end"
+        fn = _loaded.get(path)
         if fn is None:
-            assert self.handler is not None, f"{self.name} is served by its front end"
-            module, attr = self.handler.split(":")
-            fn = _loaded[self.name] = getattr(importlib.import_module(module), attr)
+            module, attr = path.split(":")
+            fn = _loaded[path] = getattr(importlib.import_module(module), attr)
         return fn
 
     def shape(self, result: Mapping[str, Any]) -> Any:
@@ -150,9 +153,9 @@ SCOPE_HELP = ("global: every project (user preferences, general knowledge); shar
 PATHS_HELP = "Files, directories or globs, relative to the cwd, as ~/..., or absolute"
 
 SCOPE = Param("scope", "str", SCOPE_HELP, choices=tuple(SCOPES))
-PATHS = Param("paths", "strs", PATHS_HELP, default=())
+PATHS = Param("paths", "strs", PATHS_HELP, default=(), cli="--path")
 PAGE = Param("page", "int", "Result page, from 1", default=1)
-ID = Param("id", "str", "Memory id or unique prefix", required=True, default="", arg="id_value")
+ID = Param("id", "str", "Memory id or unique prefix", required=True, default="", arg="id_value", cli="ID")
 CAPTION = Param("caption", "text", "One-line summary of the fact", required=True, default="")
 CONTENT = Param("content", "text", "The fact itself, with exact commands, names and values", required=True, default="")
 USER_REQUESTED = Param("user_requested", "bool", "True only when the user explicitly asked to remember this",
@@ -180,11 +183,13 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("recall", (
         Param("queries", "strs", "Search queries; several phrasings find more", default=()),
         PATHS,
-        Param("ids", "strs", "Memory ids (or unique prefixes) to read in full", default=(), arg="id_values"),
+        Param("ids", "strs", "Memory ids (or unique prefixes) to read in full", default=(), arg="id_values",
+              cli="--id"),
         PAGE, SCOPE,
         Param("recent_paths", "strs", "Paths the session touched lately, most recent first", default=(),
-              tool=False)),
-        handler="realmem.interface.tools:recall", slow=True, later=True, tool="realmem_recall",
+              tool=False, cli=None)),
+        handler="realmem.interface.tools:recall", cli="realmem.interface.commands:recall", slow=True, later=True,
+        tool="realmem_recall",
         title="Recall memories", description=(
             "Search long-term memory (realmem). Call it before starting any work, with queries about the task and "
             "the paths you will touch. Results are ordered by path (memories about the given or recently touched "
@@ -193,8 +198,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "captions.")),
     Command("remember", (
         CAPTION, CONTENT, SCOPE, PATHS, USER_REQUESTED,
-        Param("source", "str", "Who asked: remember, add or import", default="remember", tool=False)),
-        handler="realmem.interface.tools:remember", slow=True, tool="realmem_remember", title="Remember",
+        Param("source", "str", "Who asked: remember, add or import", default="remember", tool=False, cli=None)),
+        handler="realmem.interface.tools:remember", cli="realmem.interface.commands:remember", slow=True, tool="realmem_remember", title="Remember",
         description=(
             "Store a new, important and durable fact in long-term memory (realmem): project setup, conventions, "
             "architecture decisions, commands that work, pitfalls and their fixes, user preferences. Not task "
@@ -204,19 +209,20 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             description=(
                 "Show realmem's state: memory counts per store, queued candidates, worker and endpoint health, and "
                 "git-ignore warnings for the shared store.")),
-    Command("list", (PAGE, SCOPE), handler="realmem.interface.tools:listing", tool="realmem_list",
+    Command("list", (PAGE, SCOPE), handler="realmem.interface.tools:listing", cli="realmem.interface.commands:listing",
+            tool="realmem_list",
             title="List memories", description=(
                 "List every memory, sorted by path, then by use. Large output: prefer realmem_recall with queries "
                 "or paths, and use this only when asked to review all memories.")),
     Command("forget", (
         Param("ids", "strs", "Memory ids or unique prefixes", required=True, default=(), arg="id_values",
-              min_items=1),),
+              min_items=1, cli="ID"),),
         handler="realmem.interface.tools:forget", tool="realmem_forget", title="Forget memories", description=(
             "Delete memories that are obsolete or wrong, by id (or unique id prefix). To correct a memory, prefer "
             "realmem_remember with the corrected fact.")),
-    Command("show", (ID,), handler="realmem.interface.commands:show"),
+    Command("show", (ID,), handler="realmem.interface.commands:show", cli="realmem.interface.commands:show_text"),
     Command("manage_list", (
-        Param("query", "str", "Only memories whose caption, content or paths hold it"),
+        Param("query", "str", "Only memories whose caption, content or paths hold it", cli="QUERY"),
         Param("semantic", "bool", "Hybrid search instead of a substring filter", default=False)),
         handler="realmem.interface.commands:manage_list", slow=True, reply="details"),
     Command("edit", (
@@ -229,13 +235,13 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             handler="realmem.interface.commands:apply_suggested_path"),
     Command("settings_get", handler="realmem.interface.settings:show", on="config", reply="details"),
     Command("settings_set", (
-        Param("key", "str", "The setting", required=True, default=""),
+        Param("key", "str", "The setting", required=True, default="", cli="KEY"),
         Param("value", "any", "Its value (a string is parsed as on the command line; null or \"\" unsets)",
-              required=True)),
-        on="config"),
+              required=True, cli="VALUE")),
+        on="config", cli="realmem.interface.settings:set_value"),
     Command("settings_models", (
         Param("endpoint", "str", "The endpoint whose models to list", required=True, default="",
-              choices=("semif", "embedding", "rewriter")),),
+              choices=("semif", "embedding", "rewriter"), cli="ENDPOINT"),),
         handler="realmem.interface.settings:models", on="config", slow=True, reply="details"),
     Command("settings_test", handler="realmem.interface.settings:connectivity", on="config", slow=True,
             reply="details"),
@@ -244,18 +250,19 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         Param("write", "bool", "Perform the write for real", default=False)),
         handler="realmem.interface.commands:debug", slow=True),
     Command("import_begin", (
-        Param("files", "strs", "The context files to import (default: the project's)", default=()),
+        Param("files", "strs", "The context files to import (default: the project's)", default=(), cli="FILE"),
         Param("force", "bool", "Import again files already imported and unchanged", default=False)),
-        handler="realmem.gate.importer:begin", slow=True),
+        handler="realmem.gate.importer:begin", cli="realmem.interface.commands:import_files", slow=True),
     Command("import_finish", handler="realmem.gate.importer:finish", slow=True),
     Command("check_paths", (Param("paths", "strs", "User-typed paths", required=True, default=(), arg="raw"),),
             handler="realmem.interface.commands:check_paths", reply="details"),
     Command("prune_paths", (Param("apply", "bool", "Apply the plan (else only show it)", required=True,
-                                  default=False),),
+                                  default=False, cli=None),),
             handler="realmem.interface.commands:prune_paths", slow=True),
     Command("consolidate", (
-        Param("stores", "strs", "Scopes to consolidate (default: every visible store)", default=()),
-        Param("paths", "bool", "Revise paths too", default=True, arg="revise_paths")),
+        Param("stores", "strs", "Scopes to consolidate (default: every visible store)", default=(),
+              choices=tuple(SCOPES), cli="SCOPE"),
+        Param("paths", "bool", "Revise the memories' paths too", default=True, arg="revise_paths")),
         handler="realmem.interface.commands:consolidate", slow=True, progress=True),
     Command("gitignore_check", handler="realmem.interface.commands:gitignore_check", reply="details"),
     Command("gitignore_fix", handler="realmem.interface.commands:gitignore_fix", reply="text+details"),
