@@ -121,12 +121,10 @@ def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None,
             "details": {"action": out.action, "text": out.text, "trace": dump_trace(out.trace), "written": write}}
 
 
-def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
-             user_requested: bool = False, source: str = "remember") -> Result:
+def remember(app: Realmem, **fact: Any) -> Result:
     """`realmem remember` / `realmem add`: the gate's decision, with the action under its own name
-    (the model-facing tool calls it ``decision``)."""
-    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                       source=source)
+    (the model-facing tool calls it ``decision``).  ``fact``: the gate's remember params."""
+    out = remember_mod(app, **fact)
     return {"text": out.text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
                                           "queued": out.queued, "text": out.text, "warnings": out.warnings}}
 
@@ -142,11 +140,11 @@ def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
                         "warnings": warnings}}
 
 
-def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-           page: int = 1, scope: str | None = None) -> Result:
+def recall(app: Realmem, **query: Any) -> Result:
     """`realmem recall`: the tool's text; details add what the ranking knows (path class,
-    freshness flag, errors, notes).  ``details["failed"]``: nothing found for ids, or an error."""
-    res, stale = tools.run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope)
+    freshness flag, errors, notes).  ``query``: ``tools.run_recall``'s params.
+    ``details["failed"]``: nothing found for ids, or an error."""
+    res, stale = tools.run_recall(app, **query)
     items = [render.memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
                                                            "stale": stale.get((i.memory.store, i.memory.id)),
                                                            "weak": i.weak}
@@ -156,7 +154,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
                         "notes": res.notes, "weak": res.weak, "relevance": res.relevance,
                         "message": recall_mod.nothing_found(res) if res.weak or not res.items else None,
                         "items": items},
-            "failed": not res.items and bool(id_values or res.errors)}
+            "failed": not res.items and bool(query.get("id_values") or res.errors)}
 
 
 def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> Result:

@@ -22,17 +22,16 @@ def run_recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str
                page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (),
                later: Callable[[Callable[[], None]], None] | None = None) -> tuple[Any, dict[Any, str]]:
     """The recall page and the freshness flag of each memory on it (the CLI shows more of both).
-    ``later``: see recall.recall (the rpc child appends the hit after its answer)."""
+    The params are the registry's recall params; ``later``: see recall.recall (the rpc child
+    appends the hit after its answer)."""
     res = recall_mod.recall(app, queries=list(queries), raw_paths=list(paths), id_values=list(id_values), page=page,
                             scope=scope, recent_paths=list(recent_paths), later=later)
     return res, freshness.flags_text(app, [i.memory for i in res.items])
 
 
-def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (),
-           later: Callable[[Callable[[], None]], None] | None = None) -> dict[str, Any]:
-    res, stale = run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope,
-                            recent_paths=recent_paths, later=later)
+def recall(app: Realmem, **query: Any) -> dict[str, Any]:
+    """The model's recall page; ``query``: ``run_recall``'s params."""
+    res, stale = run_recall(app, **query)
     return {"text": render.recall_text(res, stale), "details": page_details(res)}
 
 
