@@ -378,22 +378,72 @@ def _lines(stdin: TextIO) -> Iterator[str | None]:
         yield line
 
 
-def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    logs.configure()
-    frontend.use(frontend.PI)  # this child serves Pi only: hints name its /realmem commands
-    if stdin is None:
-        # Undecodable bytes become U+FFFD: one bad byte must not end the reader thread.
-        sys.stdin.reconfigure(errors="replace")
-        stdin = sys.stdin
-    server = Server(home, stdout or sys.stdout)
-    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+class Loop:
+    """The child's threads around one Server: the reader takes stdin's lines (acting on
+    ``cancel`` at once), the main thread serves the quick methods and appends the path notes'
+    counters when idle, the slow thread serves ``SLOW`` in order."""
 
-    def parse_error(message: str) -> None:
-        server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}})
+    def __init__(self, server: Server, stdin: TextIO) -> None:
+        self.server = server
+        self.stdin = stdin
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.slow_thread = threading.Thread(target=self.slow_loop, daemon=True, name="rpc-slow")
 
-    def read_one(line: str | None) -> None:
+    def run(self) -> int:
+        """Serve until stdin closes, then finish what was asked and close every app."""
+        threading.Thread(target=self.reader, daemon=True, name="rpc-reader").start()
+        self.slow_thread.start()
+        while True:
+            try:
+                msg = self.inbox.get(timeout=COUNT_IDLE) if self.server.counted else self.inbox.get()
+            except queue.Empty:
+                self.server.append_counted()
+                continue
+            if msg is None:
+                break
+            self.route(msg)
+        self.close()
+        return 0
+
+    def route(self, msg: dict[str, Any]) -> None:
+        """Serve ``msg`` here, or hand it to the slow thread."""
+        if msg.get("method") != "path_notes":
+            self.server.append_counted()
+        token = msg["params"].get("progress_token") if isinstance(msg.get("params"), dict) else None
+        if isinstance(token, str) and token:
+            with self.server.write_lock:
+                self.server.active.add(token)
+        method = msg.get("method")
+        if isinstance(method, str) and method in SLOW:
+            self.slow.put(msg)
+        else:
+            self.serve_one(msg)
+
+    def serve_one(self, msg: dict[str, Any]) -> None:
+        try:
+            self.server.handle(msg)
+        except Exception:  # never lose a serving thread: later requests must still be answered
+            logger.exception("rpc request failed", method=str(msg.get("method"))[:80])
+
+    def slow_loop(self) -> None:
+        while (msg := self.slow.get()) is not None:
+            self.serve_one(msg)
+
+    def reader(self) -> None:
+        try:
+            for line in _lines(self.stdin):
+                try:
+                    self.read_one(line)
+                except Exception:  # the reader must outlive any line: it is the child's only ear
+                    logger.exception("rpc reader failed on a line")
+        except Exception:  # stdin itself broke (undecodable bytes are replaced, so this is rare)
+            logger.exception("rpc stdin failed")
+        self.inbox.put(None)
+
+    def read_one(self, line: str | None) -> None:
         if line is None:
-            parse_error(f"request line longer than {MAX_LINE} characters")
+            self.parse_error(f"request line longer than {MAX_LINE} characters")
             return
         line = line.strip()
         if not line:
@@ -401,71 +451,41 @@ def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO |
         try:
             msg = json.loads(line)
         except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
-            parse_error("parse error")
+            self.parse_error("parse error")
             return
         if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
             token = msg["params"].get("token")
             if isinstance(token, str):
-                with server.write_lock:
-                    if token in server.active:  # a late cancel for a finished request is dropped
-                        server.cancelled.add(token)
+                with self.server.write_lock:
+                    if token in self.server.active:  # a late cancel for a finished request is dropped
+                        self.server.cancelled.add(token)
             return
-        inbox.put(msg if isinstance(msg, dict) else {})
+        self.inbox.put(msg if isinstance(msg, dict) else {})
 
-    def reader() -> None:
-        try:
-            for line in _lines(stdin):
-                try:
-                    read_one(line)
-                except Exception:  # the reader must outlive any line: it is the child's only ear
-                    logger.exception("rpc reader failed on a line")
-        except Exception:  # stdin itself broke (undecodable bytes are replaced, so this is rare)
-            logger.exception("rpc stdin failed")
-        inbox.put(None)
+    def parse_error(self, message: str) -> None:
+        self.server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}})
 
-    slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    def close(self) -> None:
+        """Append what still waits, let the slow thread finish, then close every app."""
+        server = self.server
+        server.append_counted()
+        self.slow.put(None)
+        self.slow_thread.join(timeout=60)
+        if server.scanner is not None:  # leave no process behind: a scan of thousands takes seconds, not minutes
+            try:
+                server.scanner.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        for apps in server.all_apps:
+            for app in apps.values():
+                app.close()
 
-    def slow_loop() -> None:
-        while (msg := slow.get()) is not None:
-            serve_one(msg)
 
-    def serve_one(msg: dict[str, Any]) -> None:
-        try:
-            server.handle(msg)
-        except Exception:  # never lose a serving thread: later requests must still be answered
-            logger.exception("rpc request failed", method=str(msg.get("method"))[:80])
-
-    threading.Thread(target=reader, daemon=True, name="rpc-reader").start()
-    slow_thread = threading.Thread(target=slow_loop, daemon=True, name="rpc-slow")
-    slow_thread.start()
-    while True:
-        try:
-            msg = inbox.get(timeout=COUNT_IDLE) if server.counted else inbox.get()
-        except queue.Empty:
-            server.append_counted()
-            continue
-        if msg is None:
-            break
-        if msg.get("method") != "path_notes":
-            server.append_counted()
-        token = msg["params"].get("progress_token") if isinstance(msg.get("params"), dict) else None
-        if isinstance(token, str) and token:
-            with server.write_lock:
-                server.active.add(token)
-        method = msg.get("method")
-        if isinstance(method, str) and method in SLOW:
-            slow.put(msg)
-        else:
-            serve_one(msg)
-    server.append_counted()
-    slow.put(None)
-    slow_thread.join(timeout=60)
-    if server.scanner is not None:  # leave no process behind: a scan of thousands takes seconds, not minutes
-        try:
-            server.scanner.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-    for apps in server.all_apps:
-        for app in apps.values():
-            app.close()
-    return 0
+def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    logs.configure()
+    frontend.use(frontend.PI)  # this child serves Pi only: hints name its /realmem commands
+    if stdin is None:
+        # Undecodable bytes become U+FFFD: one bad byte must not end the reader thread.
+        sys.stdin.reconfigure(errors="replace")
+        stdin = sys.stdin
+    return Loop(Server(home, stdout or sys.stdout), stdin).run()
