@@ -100,63 +100,85 @@ class Backend:
             self.apps.clear()
 
 
-def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, Backend]:
-    backend = Backend(home, cwd)
-    # The SDK configures stdlib logging at its own level (INFO by default), which would put a
-    # line per request, and httpx's per HTTP call, in the client's server log: use realmem's.
-    server = MCPServer(name="realmem", version=__version__, instructions=prompt.INTRO,
-                       log_level=logs.level_name())  # type: ignore[arg-type]
+class Server:
+    """The MCP server's handlers over one Backend: the tools the registry declares, the prompt
+    and the resource, and the client's roots naming the project."""
 
-    async def project_of(ctx: Context) -> Path:
+    def __init__(self, home: str | None = None, cwd: str | None = None) -> None:
+        self.backend = Backend(home, cwd)
+        # The SDK configures stdlib logging at its own level (INFO by default), which would put a
+        # line per request, and httpx's per HTTP call, in the client's server log: use realmem's.
+        self.mcp = MCPServer(name="realmem", version=__version__, instructions=prompt.INTRO,
+                             log_level=logs.level_name())  # type: ignore[arg-type]
+        # MCPServer has no public way to take a notification; its low-level server has (pinned by
+        # test_mcp's roots test, so an SDK that moves it fails there).
+        self.mcp._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams,
+                                                           self.roots_changed)
+        for command in registry.TOOLS.values():
+            self.mcp.add_tool(self.tool(command), name=command.tool, title=command.title,
+                              description=command.description)
+        self.mcp.prompt(name="realmem", title="realmem memory section",
+                        description="The <realmem> section: how to use realmem, the most-used memories and the "
+                                    "paths with path notes. Put it in the system prompt.")(self.section_prompt)
+        self.mcp.resource(SECTION_URI, name="realmem-section", title="realmem memory section", mime_type="text/plain",
+                          description="The <realmem> system-prompt section for the client's project.")(
+            self.section_resource)
+
+    async def project_of(self, ctx: Context) -> Path:
+        backend = self.backend
         if backend.project is None:
             backend.project = await _client_root(ctx) or backend.cwd
             logger.info("mcp.project", project=str(backend.project))
         return backend.project
 
-    async def roots_changed(ctx: Any, params: NotificationParams) -> None:
+    async def roots_changed(self, ctx: Any, params: NotificationParams) -> None:
         """The client opened another workspace: the next call asks for its roots again."""
-        backend.project = None
+        self.backend.project = None
 
-    # MCPServer has no public way to take a notification; its low-level server has (pinned by
-    # test_mcp's roots test, so an SDK that moves it fails there).
-    server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams,
-                                                     roots_changed)
-
-    async def call(ctx: Context, tool: str, fn: Callable[[Realmem], dict[str, Any]]) -> CallToolResult:
+    async def call(self, ctx: Context, tool: str, fn: Callable[[Realmem], dict[str, Any]]) -> CallToolResult:
         """The tool's text, or a tool error with the message the Pi adapter shows (returned,
         not raised: the SDK would prefix a raised error with "Error executing tool ...")."""
-        project = await project_of(ctx)
+        project = await self.project_of(ctx)
         who = _actor_of(ctx)
         # The client's own model judges and rewrites when it offers sampling and no endpoint is set.
         model = (lambda app: sampling.SamplingChat(ctx, float(app.config["rewriter.timeout"]))) \
             if sampling.supported(ctx) else None
         try:
-            out = await anyio.to_thread.run_sync(backend.run, project, who, fn, model)
+            out = await anyio.to_thread.run_sync(self.backend.run, project, who, fn, model)
         except Exception as exc:  # refused, bad argument or a bug: one line, as the rpc child answers
-            exc = db.storage_error(exc, backend.home / "realmem.sqlite") or exc  # a read-only, full or damaged home
+            exc = db.storage_error(exc, self.backend.home / "realmem.sqlite") or exc  # a read-only, full or damaged home
             if errors.code_of(exc) == errors.INTERNAL:  # the traceback goes to stderr
                 logger.exception("mcp.internal_error", tool=tool)
             return _result(errors.message_of(exc, tool), error=True)
         return _result(str(out["text"]))
 
-    for command in registry.TOOLS.values():
-        server.add_tool(_tool_function(command, call), name=command.tool, title=command.title,
-                        description=command.description)
+    def tool(self, command: registry.Command) -> Callable[..., Awaitable[CallToolResult]]:
+        """The tool's function for the SDK, its signature generated from the registry's params
+        (the SDK builds the input schema from the signature)."""
+        name = command.tool or command.name
 
-    @server.prompt(name="realmem", title="realmem memory section",
-                   description="The <realmem> section: how to use realmem, the most-used memories and the paths "
-                               "with path notes. Put it in the system prompt.")
-    async def realmem_prompt(ctx: Context) -> str:
-        project = await project_of(ctx)
-        return await anyio.to_thread.run_sync(backend.run, project, None, prompt.section)
+        async def tool(ctx: Context, **given: Any) -> CallToolResult:
+            arguments = command.arguments(given)
+            return await self.call(ctx, name, lambda app: command.function()(app, **arguments))
 
-    @server.resource(SECTION_URI, name="realmem-section", title="realmem memory section", mime_type="text/plain",
-                     description="The <realmem> system-prompt section for the client's project.")
-    async def realmem_resource() -> str:
+        params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+        for param in command.tool_params:
+            annotation, default = _annotation(param)
+            params.append(inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                            default=default))
+        tool.__name__ = name
+        tool.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+        tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": CallToolResult}
+        return tool
+
+    async def section_prompt(self, ctx: Context) -> str:
+        project = await self.project_of(ctx)
+        return await anyio.to_thread.run_sync(self.backend.run, project, None, prompt.section)
+
+    async def section_resource(self) -> str:
         # Static resources get no context: the project is the one the roots named, else the cwd.
+        backend = self.backend
         return await anyio.to_thread.run_sync(backend.run, backend.project or backend.cwd, None, prompt.section)
-
-    return server, backend
 
 
 def _annotation(param: registry.Param) -> tuple[Any, Any]:
@@ -170,26 +192,6 @@ def _annotation(param: registry.Param) -> tuple[Any, Any]:
     if param.required:
         return Annotated[kind, field], inspect.Parameter.empty
     return Annotated[kind | None, field], None
-
-
-def _tool_function(command: registry.Command,
-                   call: Callable[[Context, str, Callable[[Realmem], dict[str, Any]]], Awaitable[CallToolResult]]
-                   ) -> Callable[..., Awaitable[CallToolResult]]:
-    """The tool's function for the SDK, its signature generated from the registry's params
-    (the SDK builds the input schema from the signature)."""
-    async def tool(ctx: Context, **given: Any) -> CallToolResult:
-        arguments = command.arguments(given)
-        return await call(ctx, command.tool or command.name, lambda app: command.function()(app, **arguments))
-
-    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
-    for param in command.tool_params:
-        annotation, default = _annotation(param)
-        params.append(inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                        default=default))
-    tool.__name__ = command.tool or command.name
-    tool.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
-    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": CallToolResult}
-    return tool
 
 
 def _result(text: str, *, error: bool = False) -> CallToolResult:
@@ -232,9 +234,9 @@ def _actor_of(ctx: Context) -> str:
 
 def serve(home: str | None = None, cwd: str | None = None) -> int:
     logs.configure()  # structlog to stderr: stdout carries the protocol only
-    server, backend = build(home, cwd)
+    server = Server(home, cwd)
     try:
-        server.run("stdio")
+        server.mcp.run("stdio")
     finally:
-        backend.close()
+        server.backend.close()
     return 0

@@ -272,11 +272,11 @@ def test_commands_the_front_end_serves_are_the_rpc_servers_own() -> None:
 
 
 def test_the_mcp_tools_schemas_are_the_registrys(tmp_path: Path) -> None:
-    server, backend = mcp_server.build(str(tmp_path / "home"), str(tmp_path))
+    server = mcp_server.Server(str(tmp_path / "home"), str(tmp_path))
     try:
-        listed = {t.name: t for t in server._tool_manager.list_tools()}
+        listed = {t.name: t for t in server.mcp._tool_manager.list_tools()}
     finally:
-        backend.close()
+        server.backend.close()
     assert listed.keys() == TOOLS.keys()
     for name, command in TOOLS.items():
         tool = listed[name]
