@@ -167,6 +167,59 @@ def test_the_tools_check_finds_a_param_on_one_side_only() -> None:
     assert tool_differences(optional) == ["tool realmem_remember: caption.required: True != False"]
 
 
+def literal_keys(obj: str) -> set[str]:
+    """The keys an object literal gives, spreads of literals included (``...(x ? { only } : {})``);
+    a spread of a variable (``...params``, ``...base(ctx)``) names none."""
+    keys = set()
+    for part in split_top(obj.strip()[1:-1]):
+        if part.startswith("..."):
+            for m in re.finditer(r"\{", part):
+                keys |= literal_keys(part[m.start():closing(part, m.start()) + 1])
+        else:
+            keys.add(re.split(r"[:\s]", part, maxsplit=1)[0])
+    return keys
+
+
+def adapter_calls(sources: dict[str, str]) -> list[tuple[str, str, set[str]]]:
+    """Every rpc call of the adapter with a literal method and params: (file, method, keys)."""
+    calls = []
+    for name, source in sources.items():
+        for m in re.finditer(r'[(,]\s*"([a-z_]+)",\s*\{', source):
+            before = "\n".join(source[:m.start() + 1].splitlines()[-2:])  # the call's line and the one above
+            if re.search(r"\.call\b|\bact\(|\bsimple\(|\brun\(", before):
+                start = m.end() - 1
+                calls.append((name, m.group(1), literal_keys(source[start:closing(source, start) + 1])))
+    return calls
+
+
+def call_differences(sources: dict[str, str]) -> list[str]:
+    out = []
+    for name, method, keys in adapter_calls(sources):
+        if method not in COMMANDS:
+            out.append(f"{name}: calls {method}, which the registry does not have")
+        elif unknown := keys - COMMON - {p.name for p in COMMANDS[method].params}:
+            out.append(f"{name}: {method} sends {sorted(unknown)}, which the registry does not declare")
+    return out
+
+
+def adapter_sources() -> dict[str, str]:
+    root = TOOLS_TS.parent
+    return {str(p.relative_to(root)): p.read_text(encoding="utf-8") for p in sorted(root.rglob("*.ts"))
+            if not p.name.endswith(".test.ts")}
+
+
+def test_the_adapters_rpc_calls_send_only_declared_params() -> None:
+    sources = adapter_sources()
+    found = {(f, m) for f, m, _ in adapter_calls(sources)}
+    assert {("index.ts", "strip_context_files"), ("tui/manage.ts", "edit"), ("tui/manage.ts", "show"),
+            ("tools.ts", "recall"), ("commands.ts", "remember"), ("tui/debug.ts", "debug")} <= found
+    assert ("index.ts", "strip_context_files", {"cwd", "system_prompt", "context_files", "only"}) in \
+        adapter_calls(sources)
+    assert call_differences(sources) == []
+    renamed = sources | {"tui/settings.ts": sources["tui/settings.ts"].replace("{ key, value }", "{ key, val: value }")}
+    assert call_differences(renamed) == ["tui/settings.ts: settings_set sends ['val'], which the registry does not declare"]
+
+
 # --- docs/rpc.md ---------------------------------------------------------------------------------
 
 def doc_type(text: str) -> tuple[str | None, tuple[str, ...]]:
@@ -257,12 +310,18 @@ def test_the_docs_check_finds_a_param_on_one_side_only() -> None:
 
 # --- the Python side ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", [n for n, c in COMMANDS.items() if c.handler])
+@pytest.mark.parametrize("name", [n for n, c in COMMANDS.items() if c.handler or c.cli])
 def test_every_handler_takes_its_commands_arguments(name: str) -> None:
     command = COMMANDS[name]
+    if command.handler is None:  # served by the rpc child itself; the CLI has a function
+        inspect.signature(command.function(cli=True)).bind(object(), **command.arguments({}))
+        return
     extra = {"later": print} if command.later else {}
     extra |= {"progress": print} if command.progress else {}
     inspect.signature(command.function()).bind(object(), **command.arguments({}), **extra)
+    if command.cli:  # the CLI's own function takes what the CLI's params give
+        on_cli = {p.keyword: p.default for p in command.params if p.cli is not None}
+        inspect.signature(command.function(cli=True)).bind(object(), **on_cli)
 
 
 def test_commands_the_front_end_serves_are_the_rpc_servers_own() -> None:
