@@ -111,11 +111,10 @@ def retry(app: Realmem, progress: Callable[[int, int], None] | None = None) -> R
             "details": {"outcomes": [{"action": o.action, "text": o.text} for o in outs]}}
 
 
-def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
-          user_requested: bool = False, write: bool = False) -> Result:
-    """The remember path with its full trace; writes nothing unless ``write``."""
-    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                       source="debug", dry_run=not write)
+def debug(app: Realmem, *, write: bool = False, **fact: Any) -> Result:
+    """The remember path with its full trace; writes nothing unless ``write``.  ``fact``: the
+    gate's remember params."""
+    out = remember_mod(app, **fact, source="debug", dry_run=not write)
     assert out.trace is not None  # remember always traces; only a failed retry has none
     return {"text": render_trace(out.trace, out.text),
             "details": {"action": out.action, "text": out.text, "trace": dump_trace(out.trace), "written": write}}
@@ -157,9 +156,10 @@ def recall(app: Realmem, **query: Any) -> Result:
             "failed": not res.items and bool(query.get("id_values") or res.errors)}
 
 
-def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> Result:
-    """`realmem list`: every memory as a table, sorted by path, then used."""
-    res = recall_mod.listing(app, page=page, scope=scope)
+def listing(app: Realmem, **page: Any) -> Result:
+    """`realmem list`: every memory as a table, sorted by path, then used (``page``:
+    recall.listing's params)."""
+    res = recall_mod.listing(app, **page)
     if not res.items:
         text = recall_mod.nothing_found(res) if res.past_end and res.total else "No memories yet."
     else:

@@ -35,19 +35,17 @@ def recall(app: Realmem, **query: Any) -> dict[str, Any]:
     return {"text": render.recall_text(res, stale), "details": page_details(res)}
 
 
-def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
-             user_requested: bool = False, source: str = "remember") -> dict[str, Any]:
+def remember(app: Realmem, **fact: Any) -> dict[str, Any]:
+    """The gate's decision on ``fact`` (the gate's remember params), as the model sees it."""
     from realmem.gate.remember import remember as remember_mod  # lazy: the gate's rules load slowly; recall needs none
     from realmem.gate.importer import remember_defaults  # lazy: as above
 
     defaults = remember_defaults(app)
     if defaults is not None:  # a fact of a context file being imported: shared, about the file's directory
-        scope = scope or defaults[0]
-        paths = paths or defaults[1]
         # The user ran the import: its facts are theirs, as in the headless import.
-        source, user_requested = "import", True
-    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                       source=source)
+        fact |= {"scope": fact.get("scope") or defaults[0], "paths": fact.get("paths") or defaults[1],
+                 "source": "import", "user_requested": True}
+    out = remember_mod(app, **fact)
     return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
                                           "id": ids.short(out.memory.id) if out.memory else None}}
 
@@ -57,8 +55,9 @@ def status(app: Realmem) -> dict[str, Any]:
     return {"text": status_mod.text(info), "details": info}
 
 
-def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> dict[str, Any]:
-    res = recall_mod.listing(app, page=page, scope=scope)
+def listing(app: Realmem, **page: Any) -> dict[str, Any]:
+    """One page of every memory; ``page``: recall.listing's params."""
+    res = recall_mod.listing(app, **page)
     return {"text": render.list_text(res), "details": page_details(res)}
 
 
