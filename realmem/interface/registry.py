@@ -102,7 +102,7 @@ class Command:
     name: str
     params: tuple[Param, ...] = ()
     handler: str | None = None
-    on: str = attrs.field(default="app", validator=attrs.validators.in_(("app", "config", "none")))
+    on: str = attrs.field(default="app", validator=attrs.validators.in_(("app", "config")))
     slow: bool = False
     reply: str = attrs.field(default="result", validator=attrs.validators.in_(REPLIES))
     later: bool = False
@@ -111,9 +111,6 @@ class Command:
     title: str = ""
     description: str = ""
     cli: str | None = None  # "module:function" the CLI calls instead of the handler (it prints more)
-
-    def param(self, name: str) -> Param:
-        return next(p for p in self.params if p.name == name)
 
     @property
     def tool_params(self) -> tuple[Param, ...]:
@@ -168,7 +165,7 @@ COMMON = (Param("cwd", "str", "The directory whose project is meant"),
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (
-    Command("hello", on="none"),
+    Command("hello"),
     Command("session_start"),
     Command("prompt_section"),
     Command("strip_context_files", (
