@@ -146,7 +146,8 @@ class Server:
         try:
             out = await anyio.to_thread.run_sync(self.backend.run, project, who, fn, model)
         except Exception as exc:  # refused, bad argument or a bug: one line, as the rpc child answers
-            exc = db.storage_error(exc, self.backend.home / "realmem.sqlite") or exc  # a read-only, full or damaged home
+            # A read-only, full or damaged home is a refusal naming the file.
+            exc = db.storage_error(exc, self.backend.home / "realmem.sqlite") or exc
             if errors.code_of(exc) == errors.INTERNAL:  # the traceback goes to stderr
                 logger.exception("mcp.internal_error", tool=tool)
             return _result(errors.message_of(exc, tool), error=True)

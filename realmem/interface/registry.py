@@ -186,8 +186,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
         Param("recent_paths", "strs", "Paths the session touched lately, most recent first", default=(),
               tool=False, cli=None)),
         handler="realmem.interface.tools:recall", cli="realmem.interface.commands:recall", slow=True, later=True,
-        tool="realmem_recall",
-        title="Recall memories", description=(
+        tool="realmem_recall", title="Recall memories", description=(
             "Search long-term memory (realmem). Call it before starting any work, with queries about the task and "
             "the paths you will touch. Results are ordered by path (memories about the given or recently touched "
             "paths first, project-wide next, other areas last), then by use, then by relevance, and are paginated. "
@@ -196,7 +195,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("remember", (
         CAPTION, CONTENT, SCOPE, PATHS, USER_REQUESTED,
         Param("source", "str", "Who asked: remember, add or import", default="remember", tool=False, cli=None)),
-        handler="realmem.interface.tools:remember", cli="realmem.interface.commands:remember", slow=True, tool="realmem_remember", title="Remember",
+        handler="realmem.interface.tools:remember", cli="realmem.interface.commands:remember", slow=True,
+        tool="realmem_remember", title="Remember",
         description=(
             "Store a new, important and durable fact in long-term memory (realmem): project setup, conventions, "
             "architecture decisions, commands that work, pitfalls and their fixes, user preferences. Not task "

@@ -153,10 +153,9 @@ def test_the_pi_tools_are_the_registrys() -> None:
 
 def test_the_tools_check_finds_a_param_on_one_side_only() -> None:
     source = TOOLS_TS.read_text(encoding="utf-8")
-    added = source.replace("scope: Type.Optional(Scope),\n\t\t}),\n\t\tasync execute(_toolCallId, params, signal, _onUpdate, "
-                           "ctx) {\n\t\t\treturn run(host, \"list\"",
-                           "scope: Type.Optional(Scope),\n\t\t\tquery: Type.Optional(Type.String()),\n\t\t}),\n\t\tasync "
-                           "execute(_toolCallId, params, signal, _onUpdate, ctx) {\n\t\t\treturn run(host, \"list\"")
+    listed = ('scope: Type.Optional(Scope),\n\t\t}),\n\t\tasync execute(_toolCallId, params, signal, _onUpdate, '
+              'ctx) {\n\t\t\treturn run(host, "list"')
+    added = source.replace(listed, listed.replace("\n\t\t})", "\n\t\t\tquery: Type.Optional(Type.String()),\n\t\t})"))
     assert added != source
     assert tool_differences(added) == ["tool realmem_list: params ['page', 'scope'] != ['page', 'scope', 'query']"]
     retyped = source.replace('minItems: 1, description: "Memory ids or unique prefixes"',
@@ -217,7 +216,8 @@ def test_the_adapters_rpc_calls_send_only_declared_params() -> None:
         adapter_calls(sources)
     assert call_differences(sources) == []
     renamed = sources | {"tui/settings.ts": sources["tui/settings.ts"].replace("{ key, value }", "{ key, val: value }")}
-    assert call_differences(renamed) == ["tui/settings.ts: settings_set sends ['val'], which the registry does not declare"]
+    assert call_differences(renamed) == [
+        "tui/settings.ts: settings_set sends ['val'], which the registry does not declare"]
 
 
 # --- docs/rpc.md ---------------------------------------------------------------------------------
@@ -272,8 +272,7 @@ def doc_differences(text: str) -> list[str]:
         if names != documented.keys() - COMMON:
             out.append(f"method {name}: params {sorted(names)} != {sorted(documented.keys() - COMMON)}")
         if command.progress != ("progress_token" in documented):
-            out.append(f"method {name}: progress {command.progress} but docs {'list' if not command.progress else 'lack'}"
-                       " progress_token")
+            out.append(f"method {name}: progress is {command.progress}, docs/rpc.md disagree on progress_token")
         for p in command.params:
             if p.name not in documented:
                 continue
