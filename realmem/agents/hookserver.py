@@ -27,7 +27,7 @@ from typing import Any
 from realmem import logs
 from realmem.read import pathnotes
 from realmem.storage import db
-from realmem.write import observe
+from realmem.write.attached import open_attached
 from realmem.jobs import policy
 from realmem.agents import clients, sessions
 from realmem.agents.hookclient import HELLO, Refused, check_socket_dir, socket_path
@@ -56,7 +56,7 @@ class Handler:
         key = str(Path(cwd).resolve())
         app = self.apps.get(key)
         if app is None:
-            app = observe.open_attached(self.home, key, scan=False)
+            app = open_attached(self.home, key, scan=False)
             self.apps[key] = app
         app.session = actor
         return app

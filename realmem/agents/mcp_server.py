@@ -29,7 +29,7 @@ from realmem.agents import sampling
 from realmem.clients.chat import ChatModel
 from realmem.interface import tools
 from realmem.read import prompt
-from realmem.write import observe
+from realmem.write.attached import open_attached
 from realmem.jobs import policy
 from realmem.interface import session as sessions
 from realmem.app import Realmem
@@ -104,7 +104,7 @@ class Backend:
     def app(self, project: Path, session: str | None) -> Realmem:
         app = self.apps.get(project)
         if app is None:
-            app = observe.open_attached(self.home, project, scan=True)  # outside edits and pulls are noticed at once
+            app = open_attached(self.home, project, scan=True)  # outside edits and pulls are noticed at once
             self.apps[project] = app
             note = sessions.start(app)["notification"]  # as a Pi session starts: flags, and a worker runs
             if note:

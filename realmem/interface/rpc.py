@@ -33,6 +33,7 @@ from realmem.events import types as ev
 from realmem.logs import get_logger
 from realmem.storage import db
 from realmem.write import observe
+from realmem.write.attached import open_attached
 
 logger = get_logger("realmem.interface.rpc")
 
@@ -211,7 +212,7 @@ class Server:
         if app is None:
             if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
                 raise errors.ParamError(f"cwd {cwd} is not an existing directory")
-            app = observe.open_attached(self.home, cwd, scan=False)
+            app = open_attached(self.home, cwd, scan=False)
             self.apps[cwd] = app
         app.session = params.get("session") or app.session
         self.local.used = app
