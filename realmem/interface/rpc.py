@@ -214,7 +214,9 @@ class Server:
             cwd = self.resolved[raw] = str(Path(raw).resolve())
         if cwd not in self.apps and not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
             raise errors.ParamError(f"cwd {cwd} is not an existing directory")
-        return self.local.request.app(cwd, session=params.get("session"))
+        # Within a request (``handle``) the app is the one its end follows; outside one it is opened only.
+        opener = getattr(self.local, "request", None) or self.entry
+        return opener.app(cwd, session=params.get("session"))
 
     def later(self, write: Callable[[], None]) -> None:
         """Run ``write`` once this request's reply is sent (e.g. recall's hit: the agent does
@@ -275,6 +277,7 @@ class Server:
                 with self.deferred:
                     self.pending -= 1
                     self.deferred.notify_all()
+            self.local.request = None  # what the thread opens now is no longer this request's
 
     def handle(self, msg: dict[str, Any]) -> None:
         mid = msg.get("id")
