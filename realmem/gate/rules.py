@@ -190,15 +190,3 @@ def _gate(details: GateDetails, steps: list[str]) -> str | None:
         return "not-durable"
     return None
 
-
-def reject_reason(decision: Decision) -> str:
-    """A short explanation of a rejection for the model."""
-    d = decision.details
-    t = d.thresholds
-    if decision.rule == "unsafe":
-        return f"judged unsafe (P={d.unsafe:.2f})"
-    if decision.rule == "not-important":
-        return f"judged not important enough ({d.importance:.2f} < {t.get('importance')})"
-    if decision.rule == "not-durable":
-        return f"judged not durable, it looks like task status (P={d.durable:.2f} < {t.get('durable')})"
-    return decision.rule

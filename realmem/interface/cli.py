@@ -391,7 +391,7 @@ def audit(c: Ctx, id_value: str, as_json: bool) -> None:
         return
     from realmem.events import trace as gate_trace  # lazy: start-up
     from realmem.events import types as ev  # lazy: start-up
-    from realmem.gate.remember import render_trace  # lazy: start-up
+    from realmem.interface.render import render_trace  # lazy: start-up
     for env in envs:
         click.echo(_event_line(env))
         if isinstance(env.event, ev.Decided):

@@ -30,7 +30,7 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.events.trace import dump as dump_trace
 from realmem.jobs import consolidate as consolidate_mod
 from realmem.projections import index, queries
-from realmem.gate.remember import remember as remember_mod, render_trace, retry as retry_queued
+from realmem.gate.remember import remember as remember_mod, retry as retry_queued
 from realmem.words import count
 
 Result = dict[str, Any]
@@ -107,8 +107,8 @@ def embed(app: Realmem, progress: Callable[[int, int], None] | None = None) -> R
 
 def retry(app: Realmem, progress: Callable[[int, int], None] | None = None) -> Result:
     outs = retry_queued(app, force=True, progress=progress)
-    return {"text": "\n".join(o.text for o in outs) or "Nothing queued for this project.",
-            "details": {"outcomes": [{"action": o.action, "text": o.text} for o in outs]}}
+    return {"text": "\n".join(map(render.outcome_text, outs)) or "Nothing queued for this project.",
+            "details": {"outcomes": [{"action": o.action, "text": render.outcome_text(o)} for o in outs]}}
 
 
 def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
@@ -117,8 +117,9 @@ def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None,
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source="debug", dry_run=not write)
     assert out.trace is not None  # remember always traces; only a failed retry has none
-    return {"text": render_trace(out.trace, out.text),
-            "details": {"action": out.action, "text": out.text, "trace": dump_trace(out.trace), "written": write}}
+    text = render.outcome_text(out)
+    return {"text": render.render_trace(out.trace, text),
+            "details": {"action": out.action, "text": text, "trace": dump_trace(out.trace), "written": write}}
 
 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
@@ -127,8 +128,9 @@ def remember(app: Realmem, *, caption: str, content: str, scope: str | None = No
     (the model-facing tool calls it ``decision``)."""
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source=source)
-    return {"text": out.text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
-                                          "queued": out.queued, "text": out.text, "warnings": out.warnings}}
+    text = render.outcome_text(out)
+    return {"text": text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
+                                      "queued": out.queued, "text": text, "warnings": render.outcome_notes(out)}}
 
 
 def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
@@ -227,7 +229,7 @@ def import_files(app: Realmem, files: Sequence[str], *, force: bool = False,
                  progress: Callable[[int, int, str], None] | None = None) -> Result:
     """`realmem import` without Pi: the chat model splits the files, each fact goes through the
     gate.  ``failed``: files were read but no fact was stored, so nothing is marked imported."""
-    rep = importer.import_headless(app, list(files), progress=progress, force=force)
+    rep = importer.import_headless(app, list(files), progress=progress, force=force, word=render.outcome_text)
     lines: list[str] = [r + "." for r in rep["refused"]]
     if rep["skipped"]:
         lines.append(importer.already_text([Path(f) for f in rep["skipped"]], "realmem import"))

@@ -1,16 +1,30 @@
-"""Text the model and people read: compact, token-frugal, 22-character ids."""
+"""Text the model and people read: compact, token-frugal, 22-character ids.
+
+The use cases return values (the gate's ``Outcome``, consolidation's ``Report``, the status
+dict); every sentence made of them is here, so a sentence is changed in this one module.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from realmem.stores import ids
 from realmem.read.escape import inline
-from realmem.events.types import Key
+from realmem.events.trace import DecisionTrace, GateDetails, GateTrace, JudgeTrace, NeighbourTrace, SafetyTrace
+from realmem.events.types import Action, Key
+from realmem.frontend import hint
 from realmem.stores.project import store_kind
 from realmem.projections.state import Memory
 from realmem.read.recall import Result, nothing_found
 from realmem.words import count
+
+if TYPE_CHECKING:  # the gate loads slowly, and recall and status need none of it
+    from realmem.gate.remember import Note, Outcome
+
+
+def ref(m: Memory) -> str:
+    return f"[{ids.short(m.id)}] {m.caption}"
 
 
 def where(m: Memory) -> str:
@@ -21,7 +35,7 @@ def where(m: Memory) -> str:
 def memory_block(m: Memory, used: int | None = None, stale: str | None = None) -> str:
     meta = where(m) + (f" · used {used}" if used else "")
     flag = f"⚠ {stale}\n" if stale else ""
-    return f"[{ids.short(m.id)}] {m.caption} ({meta})\n{flag}{m.content}"
+    return f"{ref(m)} ({meta})\n{flag}{m.content}"
 
 
 def recall_text(r: Result, stale: Mapping[Key, str] | None = None) -> str:
@@ -50,7 +64,7 @@ def list_text(r: Result) -> str:
         return "No memories yet."
     lines = [f"{count(r.total, 'memory')}, page {r.page} of {r.pages} (sorted by path, then used):"]
     for i in r.items:
-        lines.append(f"[{ids.short(i.memory.id)}] {i.memory.caption} ({where(i.memory)}"
+        lines.append(f"{ref(i.memory)} ({where(i.memory)}"
                      + (f" · used {i.used_count}" if i.used_count else "") + ")")
     if r.page < r.pages:
         lines.append(f"More: page={r.page + 1}.")
@@ -77,3 +91,183 @@ def table(headers: list[str], rows: list[list[object]], max_width: int = 60) -> 
 def _clip(s: str, n: int) -> str:
     s = " ".join(s.split())
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# --- the remember gate's outcome ----------------------------------------------------------------
+
+def outcome_text(o: Outcome) -> str:
+    """What the gate did, as the model (remember tool) and the user (CLI) read it; a memory
+    written says what its notes say on the lines after."""
+    if o.action == Action.REFUSE:
+        return "Refused: " + o.reason.removeprefix("refused: ") + "."
+    if o.dry_run:
+        return _dry_text(o)
+    m, kind = o.memory, store_kind(o.store)
+    if o.action == Action.QUEUE:
+        return _queued_text(o)
+    if o.action == Action.REJECT:
+        if o.rule == "dropped":
+            return f"Dropped a queued candidate: {o.reason}"
+        return f"Not stored: {_reject_reason(o)}."
+    if o.action == Action.REINFORCE:
+        if m is None:
+            return "Already known."
+        if m.store != o.store:  # covered by a memory in a wider store: no copy in the candidate's
+            return f"Already known: {ref(m)} ({store_kind(m.store)}; reinforced, no {kind} copy added)."
+        return f"Already known: {ref(m)} (reinforced)."
+    assert m is not None  # add, edit, merge and widen always write one
+    if o.action == Action.ADD:
+        text = f"Stored {ref(m)} ({store_kind(m.store)})."
+    elif o.action == Action.EDIT:
+        text = f"Updated {ref(m)} ({store_kind(m.store)}): the new fact replaced what conflicted."
+    elif o.action == Action.MERGE:
+        text = f"Merged into {ref(m)} ({store_kind(m.store)})."
+    else:
+        text = f"Already known: {ref(m)}; its paths now include {', '.join(map(inline, m.paths))}."
+    return "\n".join([text, *outcome_notes(o)])
+
+
+def outcome_notes(o: Outcome) -> list[str]:
+    """The outcome's notes, one line each (the tools' ``warnings``)."""
+    return [note_text(n) for n in o.notes]
+
+
+def note_text(n: Note) -> str:
+    if n.kind == "redacted":
+        return f"note: {n.detail}"
+    if n.kind == "shared-ignored":
+        return "note: .pi/realmem is ignored by git; this memory will not be committed"
+    assert n.kind == "unwritten", n.kind
+    return (f"note: recorded, but its fact file could not be written ({n.detail}); "
+            "realmem writes it once the store is writable again")
+
+
+def _queued_text(o: Outcome) -> str:
+    if o.rule == "kept-after-error":
+        return f"Kept a queued candidate after an error: {o.reason}"
+    if o.rule == "no-judge":
+        return f"Queued: {o.reason}; it is judged and stored once a judge is reachable."
+    if o.failed:
+        return (f"Failed: {o.reason}, {o.failed} times; it stays queued but is no longer retried "
+                f"automatically. Fix the setting ({hint('settings', 'settings test')}), then {hint('retry')}.")
+    if o.rule == "lock-busy":
+        return "Queued: another process holds the write lock; it will be retried automatically."
+    return f"Queued: {o.reason}; it will be retried automatically."
+
+
+def _dry_text(o: Outcome) -> str:
+    if o.action == Action.QUEUE:
+        return f"Would queue: {o.reason}."
+    if o.action == Action.REJECT:
+        return f"Would not store: {_reject_reason(o)}."
+    if o.action == Action.ADD:
+        return f"Would store as a new {store_kind(o.store)} memory: {o.caption}."
+    if o.memory is not None:
+        return f"Would {o.action} {ref(o.memory)} ({store_kind(o.memory.store)})."
+    return f"Would {o.action}."
+
+
+def _reject_reason(o: Outcome) -> str:
+    d = o.trace.decision if o.trace is not None else None
+    return reject_reason(o.rule, d.details if d is not None else None)
+
+
+def reject_reason(rule: str, d: GateDetails | None) -> str:
+    """A short explanation of a rejection by the gate's rules (``rule``, with the judge's
+    figures in ``d``) for the model."""
+    if d is None:
+        return rule
+    t = d.thresholds
+    if rule == "unsafe":
+        return f"judged unsafe (P={d.unsafe:.2f})"
+    if rule == "not-important":
+        return f"judged not important enough ({d.importance:.2f} < {t.get('importance')})"
+    if rule == "not-durable":
+        return f"judged not durable, it looks like task status (P={d.durable:.2f} < {t.get('durable')})"
+    return rule
+
+
+# --- the human view of a trace ------------------------------------------------------------------
+
+def render_trace(t: GateTrace, text: str | None = None) -> str:
+    """The trace as people read it: ``realmem debug`` (with the outcome's ``text`` last) and
+    ``realmem audit`` both print it through here."""
+    out: list[str] = []
+    c = t.candidate
+    out.append(f"Candidate: {c.caption}")
+    out.append(f"  scope {c.scope or '(judge decides)'} -> {c.scope_used or '?'}"
+               f" · paths {', '.join(map(inline, c.stored_paths or [])) or '(store default)'}"
+               f"{' · user requested' if c.user_requested else ''}")
+    s = t.safety or SafetyTrace()
+    out.append(f"Safety: {'ok' if s.ok and not s.findings else s.reason}")
+    if t.duplicate is not None:
+        d = t.duplicate
+        out.append(f"Exact duplicate of [{d.id}] {d.caption} ({store_kind(d.store)})")
+    e = t.embedding
+    if e is not None:
+        line = f"Embedding: {e.status}"
+        if e.dims:
+            line += f" · {e.dims} dims · {'cached' if e.cached else 'computed'}"
+        if e.note:
+            line += f" · {e.note}"
+        out.append(line)
+    if t.neighbours is not None:
+        out.extend(_render_neighbours(t.neighbours))
+    if t.judge is not None:
+        out.extend(_render_judge(t.judge))
+    dec = t.decision or DecisionTrace()
+    out.append(f"Decision: {dec.action or '-'} · rule {dec.rule}")
+    out.extend(f"  - {step}" for step in dec.steps)
+    th = dec.details.thresholds if dec.details is not None else None
+    if th:
+        out.append("  thresholds: " + ", ".join(f"{k}={v}" for k, v in th.items()))
+    reason = dec.reason or (reject_reason(dec.rule, dec.details) if dec.action == Action.REJECT else None)
+    if reason:
+        out.append(f"  reason: {reason}")
+    u = t.urgency
+    if u is not None:
+        probs = ", ".join(f"{lvl}={u.probabilities.get(str(i), 0):.2f}" for i, lvl in enumerate(("low", "mid", "high")))
+        conf = f" · confidence {u.confidence:.2f}" if u.confidence is not None else ""
+        out.append(f"Path urgency: {u.score:.2f} -> {u.tier} ({probs}{conf}); would show: {u.would_store}")
+    r = t.rewrite
+    if r is not None:
+        why = f" ({r.fallback_reason})" if r.fallback_reason else ""
+        out.append(f"Rewrite ({r.mode}{', deterministic fallback' + why if r.used_fallback else ''}):")
+        out.extend("  " + line for line in (r.diff or "(no change)").splitlines())
+    if t.replanned:
+        out.append("Note: the stores changed while judging; the decision was made again under the write lock.")
+    if text is not None:
+        out += ["", text]
+    return "\n".join(out)
+
+
+def _render_neighbours(ns: list[NeighbourTrace]) -> list[str]:
+    out = [f"Neighbours ({len(ns)}; {sum(1 for n in ns if n.judged)} shown to the judge):"]
+    if ns:
+        out.append(f"  {'id':<22}  {'scope':<8} {'cos':>6} {'bm25 rank/score':>16} {'rrf':>7}  caption")
+    for n in ns[:30]:
+        cos = f"{n.cos:.3f}" if n.cos is not None else "-"
+        bm = f"{n.bm25_rank}/{n.bm25:.3g}" if n.bm25_rank is not None and n.bm25 is not None else "-"
+        mark = "*" if n.judged else " "
+        out.append(f" {mark}{n.id:<22}  {n.scope:<8} {cos:>6} {bm:>16} {n.rrf:>7.4f}  {n.caption[:60]}")
+    return out
+
+
+def _render_judge(j: JudgeTrace) -> list[str]:
+    if not j.configured:
+        return ["Judge: not configured"]
+    if j.error:
+        return [f"Judge: {j.error}"]
+    usage = f", {int(j.usage['total_tokens'])} tokens" if "total_tokens" in j.usage else ""
+    who = j.judge if (j.judge or "").startswith("chat:") else j.model  # a System One trace names its model
+    out = [f"Judge: {who} ({count(int(j.requests or 0), 'request')}{usage})"]
+    for name, a in j.answers.items():
+        if a.type == "choice":
+            probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a.probabilities.items(), key=lambda kv: -kv[1])[:5])
+            out.append(f"  {name:<14} {a.choice} (p={a.p or 0.0:.2f}) [{probs}]")
+        elif a.type == "score":
+            probs = ", ".join(f"{k}={v:.2f}" for k, v in a.probabilities.items())
+            out.append(f"  {name:<14} score {a.score or 0.0:.2f} (normalized {a.normalized or 0.0:.2f}) [{probs}]")
+        else:
+            out.append(f"  {name:<14} P(true)={a.p or 0.0:.2f}")
+    return out

@@ -49,8 +49,9 @@ def remember(app: Realmem, *, caption: str, content: str, scope: str | None = No
         source, user_requested = "import", True
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source=source)
-    return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
-                                          "id": ids.short(out.memory.id) if out.memory else None}}
+    return {"text": render.outcome_text(out), "details": {
+        "decision": out.action, "queued": out.queued, "warnings": render.outcome_notes(out),
+        "id": ids.short(out.memory.id) if out.memory else None}}
 
 
 def status(app: Realmem) -> dict[str, Any]:
