@@ -215,14 +215,14 @@ def consolidate(app: Realmem, *, stores: Sequence[str] = (), revise_paths: bool 
                 progress: Callable[[int, int, str], None] | None = None) -> Result:
     report = consolidate_mod.consolidate(app, stores=list(stores) or None, revise_paths=revise_paths,
                                          progress=progress)
-    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+    return {"text": render.consolidation_text(report), "details": render.consolidation_json(report)}
 
 
 def consolidate_cancelled(app: Realmem, scopes: Sequence[str] = ()) -> Result:
     """The report of a consolidation the user interrupted: nothing was written."""
     report = consolidate_mod.Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(),
                                     cancelled=True)
-    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+    return {"text": render.consolidation_text(report), "details": render.consolidation_json(report)}
 
 
 def import_files(app: Realmem, files: Sequence[str], *, force: bool = False,

@@ -7,7 +7,7 @@ dict); every sentence made of them is here, so a sentence is changed in this one
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from realmem.stores import ids
 from realmem.read.escape import inline
@@ -19,8 +19,9 @@ from realmem.projections.state import Memory
 from realmem.read.recall import Result, nothing_found
 from realmem.words import count
 
-if TYPE_CHECKING:  # the gate loads slowly, and recall and status need none of it
+if TYPE_CHECKING:  # the gate and the jobs load slowly, and recall and status need none of them
     from realmem.gate.remember import Note, Outcome
+    from realmem.jobs.consolidate import Change, Report, Skip
 
 
 def ref(m: Memory) -> str:
@@ -185,6 +186,98 @@ def reject_reason(rule: str, d: GateDetails | None) -> str:
     if rule == "not-durable":
         return f"judged not durable, it looks like task status (P={d.durable:.2f} < {t.get('durable')})"
     return rule
+
+
+# --- consolidation's report ---------------------------------------------------------------------
+
+# The report's sections, in order, by the kind of change.
+HEADINGS = {
+    "forgotten": "Forgotten (obsolete, transient, speculative, trivial or unimportant)",
+    "covered": "Covered (dropped into a memory that already says it)",
+    "superseded": "Superseded (the older memory rewritten with the newer facts)",
+    "merged": "Merged",
+    "revised": "Revised (clearer and shorter)",
+    "paths": "Paths revised",
+    "refused": "Not revised (the rewrite was refused; the memory is unchanged)",
+    "skipped": "Skipped (edited while consolidation ran, or could not be judged)",
+}
+
+
+def consolidation_text(report: Report) -> str:
+    scopes = ", ".join(dict.fromkeys(store_kind(s) for s in report.stores)) or "no stores"
+    if report.cancelled:
+        return f"Consolidation cancelled ({scopes}); nothing was written."
+    written = [c for c in report.changes if c.kind not in ("skipped", "refused")]
+    lines = [f"Consolidation reviewed {count(report.reviewed, 'memory')} ({scopes}): {count(len(written), 'change')}."]
+    if not report.changes:
+        lines.append("Nothing to change.")
+    for kind, heading in HEADINGS.items():
+        group = [c for c in report.changes if c.kind == kind]
+        if not group:
+            continue
+        lines += ["", f"{heading}: {len(group)}"]
+        for c in group:
+            line = f"  {c.id}  {c.caption}"
+            if c.other:
+                line += f"  → {c.other}"
+            detail = change_detail(c)
+            if detail:
+                line += f"  — {detail}"
+            lines.append(line)
+    for note in report.notes:
+        lines += ["", f"Note: {skip_text(note)}"]
+    return "\n".join(lines)
+
+
+def consolidation_json(report: Report) -> dict[str, Any]:
+    counts = {k: sum(1 for c in report.changes if c.kind == k) for k in HEADINGS}
+    return {"changes": [{"kind": c.kind, "id": c.id, "caption": c.caption, "other": c.other,
+                         "detail": change_detail(c)} for c in report.changes],
+            "reviewed": report.reviewed, "stores": list(report.stores),
+            "scopes": [store_kind(s) for s in report.stores], "cancelled": report.cancelled, "counts": counts,
+            "notes": [skip_text(n) for n in report.notes]}
+
+
+def change_detail(c: Change) -> str:
+    """What the report says after a change's ids and caption."""
+    fallback = " (deterministic fallback)" if c.fallback else ""
+    if c.kind == "covered":
+        return f"already said by “{c.value}”"
+    if c.kind == "superseded":
+        return f"contradicted “{c.value}”; the older memory {c.other} now holds the newer facts{fallback}"
+    if c.kind == "merged":
+        return f"merged into “{c.value}”{fallback}"
+    if c.kind == "revised":
+        assert c.sizes is not None
+        return f"{c.sizes[0]} -> {c.sizes[1]} characters" + (f"; caption now “{c.value}”" if c.value else "")
+    if c.kind == "paths":
+        assert c.paths is not None
+        before, after, discarded = c.paths
+        return f"{', '.join(before) or '.'} -> {', '.join(after)}" + (
+            f"; discarded {', '.join(discarded)}" if discarded else "")
+    if c.why == "unsafe":
+        return "revision refused: failed the safety scan"
+    if c.why == "not-shorter":
+        assert c.sizes is not None
+        return f"revision refused: not shorter ({c.sizes[0]} -> {c.sizes[1]} characters)"
+    if c.why == "no-answer":
+        return "the SemIf judge did not answer"
+    if c.why == "fallback":
+        return f"not revised: {c.value}"
+    if c.why == "edited":
+        return "edited while consolidation ran; left alone"
+    if c.why == "edited-with":
+        return f"left alone: {c.value} was edited while consolidation ran"
+    return c.value  # forgotten: the rule that fired
+
+
+def skip_text(s: Skip) -> str:
+    if s.why == "no-model":
+        what = "revisions" if s.what == "revisions" else "path revision"
+        return f"{what} skipped: no Edit/Merge model (set rewriter.url, or run it inside Pi)"
+    if s.why == "summary-failed":
+        return f"path revision skipped: the repository summary failed ({s.error})"
+    return f"path revision of {count(s.n, 'memory')} skipped: {s.error}"
 
 
 # --- the human view of a trace ------------------------------------------------------------------
