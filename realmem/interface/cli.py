@@ -288,9 +288,9 @@ def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
 @pass_ctx
 def status(c: Ctx, as_json: bool) -> None:
     """Counts per store, queue, worker, endpoints, gitignore warning."""
-    from realmem.interface import status as st  # not tools.status: that loads the gate, and status must start fast
+    from realmem.interface import render, status as st  # not tools.status: it loads the gate; status starts fast
     info = st.gather(c.app())
-    _out(info) if as_json else click.echo(st.text(info))
+    _out(info) if as_json else click.echo(render.status_text(info))
 
 
 @cli.command()

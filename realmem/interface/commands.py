@@ -156,7 +156,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
     return {"text": render.recall_text(res, stale),
             "details": {"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
                         "notes": res.notes, "weak": res.weak, "relevance": res.relevance,
-                        "message": recall_mod.nothing_found(res) if res.weak or not res.items else None,
+                        "message": render.nothing_found(res) if res.weak or not res.items else None,
                         "items": items},
             "failed": not res.items and bool(id_values or res.errors)}
 
@@ -165,7 +165,7 @@ def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> Result:
     """`realmem list`: every memory as a table, sorted by path, then used."""
     res = recall_mod.listing(app, page=page, scope=scope)
     if not res.items:
-        text = recall_mod.nothing_found(res) if res.past_end and res.total else "No memories yet."
+        text = render.nothing_found(res) if res.past_end and res.total else "No memories yet."
     else:
         rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
                  i.memory.caption] for i in res.items]

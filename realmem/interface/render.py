@@ -15,12 +15,13 @@ from realmem.events.trace import DecisionTrace, GateDetails, GateTrace, JudgeTra
 from realmem.events.types import Action, Key
 from realmem.frontend import hint
 from realmem.stores.project import store_kind
-from realmem.projections.state import Memory
-from realmem.read.recall import Result, nothing_found
-from realmem.words import count
+from realmem.words import count, quoted
 
-if TYPE_CHECKING:  # the gate and the jobs load slowly, and recall and status need none of them
+if TYPE_CHECKING:  # recall, the gate and the jobs load slowly, and status needs none of them
+    from realmem.projections.state import Memory
+    from realmem.read.recall import Result
     from realmem.gate.remember import Note, Outcome
+    from realmem.interface.session import Findings
     from realmem.jobs.consolidate import Change, Report, Skip
 
 
@@ -37,6 +38,17 @@ def memory_block(m: Memory, used: int | None = None, stale: str | None = None) -
     meta = where(m) + (f" · used {used}" if used else "")
     flag = f"⚠ {stale}\n" if stale else ""
     return f"{ref(m)} ({meta})\n{flag}{m.content}"
+
+
+def nothing_found(r: Result) -> str:
+    """What to say for an empty page of recall (or above weak matches)."""
+    if r.past_end and r.total:
+        return f"There is no page {r.page}: {count(r.total, 'memory fills', 'memories fill')} {count(r.pages, 'page')}."
+    if not r.asked:
+        return "Nothing to recall: give a query, paths or ids."
+    if r.queries:
+        return "No memory matches " + " or ".join(quoted(q) for q in r.queries) + "."
+    return "No memory matches those paths or ids."
 
 
 def recall_text(r: Result, stale: Mapping[Key, str] | None = None) -> str:
@@ -278,6 +290,99 @@ def skip_text(s: Skip) -> str:
     if s.why == "summary-failed":
         return f"path revision skipped: the repository summary failed ({s.error})"
     return f"path revision of {count(s.n, 'memory')} skipped: {s.error}"
+
+
+# --- status ------------------------------------------------------------------------------------
+
+# How status and settings name the rewriter when no chat endpoint of its own is set.
+REWRITER_BRIDGE = "Pi's current model (bridge)"
+REWRITER_UNSET = "not set: Edit/Merge use a deterministic fallback until Pi runs realmem or rewriter.url is set"
+
+
+def status_text(info: dict[str, Any]) -> str:
+    """`realmem status` and the status tool, from ``status.gather``."""
+    lines = []
+    if info["project"]:
+        lines.append(f"Project {info['project']['root']} ({info['project']['key']})")
+    for s in info["stores"]:
+        q = f", {s['quarantined']} quarantined" if s["quarantined"] else ""
+        n, noun = count(s["memories"], "memory").split(" ", 1)  # a table: counts, nouns, dirs each one column
+        lines.append(f"  {s['scope']:<8} {n:>5} {noun:<8}{q}  {s['dir']}")
+    if info["queued"]:
+        lines.append(f"Queued candidates: {info['queued']} (retried automatically; {hint('retry')})")
+    if info.get("failed"):
+        lines.append(f"Failed candidates: {len(info['failed'])}, kept but no longer retried automatically "
+                     f"(fix the setting, then {hint('retry')}):")
+        lines.extend(f"  {reason}" for reason in dict.fromkeys(info["failed"]))
+    for name, e in info["endpoints"].items():
+        if e["url"]:
+            shown = f"{e['url']} · {e['model']}"
+        elif e.get("bridge"):
+            shown = REWRITER_BRIDGE
+        elif e.get("local"):
+            shown = f"local · {e['local']} (bundled, offline)"
+        elif name == "rewriter":
+            shown = REWRITER_UNSET
+        else:
+            shown = "not set"
+        lines.append(f"  {name:<9} {shown}")
+    if info["judge"] is None:
+        why = info["no_judge"]
+        lines.append(f"{why[0].upper()}{why[1:]}; new memories are queued until one is.")
+    elif info["judge"] == "chat":
+        lines.append("Judge: the chat model (semif.url is not set; the rewriter's model judges each remember).")
+    w = info["worker"]
+    lines.append(f"Worker: {'running (pid ' + str(w['pid']) + ')' if w.get('alive') else 'not running'}")
+    if info["missing_paths"]:
+        lines.append(f"{count(info['missing_paths'], 'memory points', 'memories point')} at paths that no longer exist "
+                     f"({hint('manage, prune-paths', 'manage, realmem prune-paths')}).")
+    for p in info["problems"]:
+        lines.append(f"Problem: {p['message']}")
+    if info["gitignore"]:
+        lines.append("Warning: " + info["gitignore"])
+    return "\n".join(lines)
+
+
+# --- session start -----------------------------------------------------------------------------
+
+def session_notification(f: Findings) -> str | None:
+    """The one notification a session starts with, or None when there is nothing to say."""
+    notes: list[str] = []
+    if f.gitignore:
+        notes.append(f.gitignore)
+    if f.missing:
+        notes.append(f"{count(f.missing, 'memory points', 'memories point')} at paths that no longer exist "
+                     f"({hint('manage')} shows ✗ and suggested locations; {hint('prune-paths')} drops them).")
+    if f.stripped:
+        notes.append(f"Imported, so not in the prompt: {', '.join(f.stripped)} "
+                     f"(realmem replaces {'it' if len(f.stripped) == 1 else 'them'}).")
+    if f.rekeyed is not None:
+        moved = f.rekeyed
+        n = count(moved["count"], "personal memory", "personal memories")
+        notes.append(f"The project key changed ({moved['from'][:16]}… → {moved['to'][:16]}…: a shallow clone "
+                     f"unshallowed, or history rewritten); {n} moved with it.")
+    if f.queued and f.no_judge is not None:
+        notes.append(f"{count(f.queued, 'candidate memory is', 'candidate memories are')} queued for this project: "
+                     f"{f.no_judge}; they are judged and stored then.")
+    elif f.queued:
+        notes.append(f"{count(f.queued, 'candidate memory is', 'candidate memories are')} queued for this project "
+                     f"(retried automatically; {hint('retry')}).")
+    if f.failed:
+        notes.append(f"{count(len(f.failed), 'queued candidate', 'queued candidates')} failed and "
+                     f"{'is' if len(f.failed) == 1 else 'are'} no longer retried automatically "
+                     f"({f.failed[-1].removeprefix('failed: ')}); fix the setting, then {hint('retry')}.")
+    notes.extend(m[0].upper() + m[1:] + "." for m in f.refused)  # a planted symlink: say what and why
+    if f.conflicts:  # named: the user has a merge to finish, not a broken file
+        notes.append(conflict_note(f.conflicts) + ".")
+    if f.unreadable:
+        notes.append(f"{count(f.unreadable, 'fact file')} could not be read ({hint('status')}).")
+    return ("realmem: " + " ".join(notes)) if notes else None
+
+
+def conflict_note(files: list[str]) -> str:
+    """"Unresolved merge conflict in <files>: ...", the files as the user can open them."""
+    return (f"Unresolved merge conflict in {', '.join(files)}: the last good version is served until "
+            f"{'it is' if len(files) == 1 else 'they are'} resolved (edit out the <<<<<<< ======= >>>>>>> markers)")
 
 
 # --- the human view of a trace ------------------------------------------------------------------

@@ -56,7 +56,7 @@ def remember(app: Realmem, *, caption: str, content: str, scope: str | None = No
 
 def status(app: Realmem) -> dict[str, Any]:
     info = status_mod.gather(app)
-    return {"text": status_mod.text(info), "details": info}
+    return {"text": render.status_text(info), "details": info}
 
 
 def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> dict[str, Any]:

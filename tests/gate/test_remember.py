@@ -25,7 +25,7 @@ from realmem.events.trace import dump as trace_json
 from realmem.projections.urgency import urgency_key
 from realmem.storage.lock import LeaseLock
 from realmem.gate.remember import remember, retry
-from realmem.interface.render import outcome_notes, outcome_text, render_trace
+from realmem.interface.render import outcome_notes, outcome_text, render_trace, status_text
 from realmem.write.observe import open_attached
 from conftest import JUDGES, fake_secret, make_repo
 
@@ -595,7 +595,7 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     assert next_try == queries.NEVER and reason.startswith(f"failed: {label} refused")
     assert retry(app) == []  # never due by itself: the worker does not spin on it
     assert queries.queued_count(app.conn, app.project.key) == 0  # type: ignore[union-attr]
-    shown = status.text(status.gather(app))
+    shown = status_text(status.gather(app))
     assert "Failed candidates: 1" in shown and "refused the request" in shown
     note = session.start(app)["notification"]
     assert "1 queued candidate failed" in note and "refused the request" in note

@@ -11,7 +11,7 @@ from realmem.write import memories
 from realmem.app import Realmem
 from realmem.jobs.consolidate import Report
 from realmem.read.recall import listing, recall
-from realmem.interface.render import consolidation_text, recall_text
+from realmem.interface.render import consolidation_text, recall_text, status_text
 from realmem.words import count
 from realmem.write.observe import open_attached
 
@@ -32,7 +32,7 @@ def _add(app: Realmem, caption: str) -> None:
 def test_texts_say_one_memory_and_two_memories(home: Path, repo: Path) -> None:
     with open_attached(home, repo) as app:
         _add(app, "Deploy with make deploy")
-        shared = lambda: next(ln for ln in status.text(status.gather(app)).splitlines()  # noqa: E731
+        shared = lambda: next(ln for ln in status_text(status.gather(app)).splitlines()  # noqa: E731
                               if ln.strip().startswith("shared"))
         assert re.search(r"\b1 memory\b", shared())
         assert recall_text(recall(app, queries=["deploy"])).startswith("1 memory, page 1 of 1:")
