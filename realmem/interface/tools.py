@@ -46,13 +46,14 @@ def remember(app: Realmem, **fact: Any) -> dict[str, Any]:
         fact |= {"scope": fact.get("scope") or defaults[0], "paths": fact.get("paths") or defaults[1],
                  "source": "import", "user_requested": True}
     out = remember_mod(app, **fact)
-    return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
-                                          "id": ids.short(out.memory.id) if out.memory else None}}
+    return {"text": render.outcome_text(out), "details": {
+        "decision": out.action, "queued": out.queued, "warnings": render.outcome_notes(out),
+        "id": ids.short(out.memory.id) if out.memory else None}}
 
 
 def status(app: Realmem) -> dict[str, Any]:
     info = status_mod.gather(app)
-    return {"text": status_mod.text(info), "details": info}
+    return {"text": render.status_text(info), "details": info}
 
 
 def listing(app: Realmem, **page: Any) -> dict[str, Any]:
