@@ -235,6 +235,18 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         fits_caption = max_caps > 0 and len(block_cap) <= budget
         if not (fits_full or fits_caption):
             settled.append(e)
+    shown_now = [e for e, _ in (*full, *caps)]
+    if record and shown_now:
+        event = ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)
+        if counter is None:
+            app.emit([event])
+        else:
+            counter(event)
+    return Notes(_text(full, caps, counted), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
+
+
+def _text(full: list[tuple[Entry, str]], caps: list[tuple[Entry, str]], counted: list[Entry]) -> str:
+    """The notes block: the full notes, the captions, then a line counting the rest."""
     lines = ["<realmem-path-notes>"]
     lines.extend(block for _, block in (*full, *caps))
     if caps:
@@ -245,14 +257,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {_paths(where)}: "
                      f"realmem_recall paths=[...] lists them.")
     lines.append("</realmem-path-notes>")
-    shown_now = [e for e, _ in (*full, *caps)]
-    if record and shown_now:
-        event = ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)
-        if counter is None:
-            app.emit([event])
-        else:
-            counter(event)
-    return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
+    return "\n".join(lines)
 
 
 _FLAG_ROOM = len("\n⚠  changed in 1234567+ commits since 2026-01-01; verify before relying on it")
