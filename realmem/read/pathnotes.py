@@ -79,15 +79,14 @@ class NoteIndex:
     """Where every path-scoped memory in the visible stores applies: its absolute patterns in a
     ``PathIndex`` under the key store NUL id, and nothing else.  Its text, paths and freshness
     subject are read when a tool call touches it (``load``), so the rpc child holds neither
-    the facts nor an object per memory of a large store (at 100k memories the index with one
-    per path-scoped memory was 62 MB)."""
+    the facts nor an object per memory of a large store."""
 
     def __init__(self) -> None:
         self.seq = -1
         self.index = paths.PathIndex()
         # (store, stored path) -> its absolute pattern: a path many memories share is resolved
         # once and its text kept once; ``load`` resolves from it too (one entry per distinct
-        # path, not per memory: 1.5 MB at 100k, and path notes stay at their 10k latency).
+        # path, not per memory, so a large store's path notes stay as quick as a small one's).
         self.resolved: dict[tuple[str, str], str | None] = {}
         # Index key -> its entry as ``load`` read it, for the next touches of the same paths
         # (an agent reads and edits the same files again and again); dropped with the index.

@@ -48,20 +48,17 @@ def _digest(text: str) -> str:
 # its directory's mtime is what the last scan saw (a file added, removed or renamed into place,
 # as editors and git do, changes it).  An edit written in place is caught by the next full
 # scan: session start and the scan before realmem edits a memory.  Smaller stores are
-# always stat'ed: it costs a few milliseconds (at 1,700 files the listing, the stats and the
-# rows compared cost ~10 ms on every command: a tenth of `realmem status` at 10k memories).
+# always stat'ed: it costs little on every command.
 QUICK_OPEN_FILES = 500
 # A directory mtime this close to the scan's start may still be followed by a change within the
 # same timestamp tick (or a skewed network clock): such a stamp is not trusted next time.
 _RACY_NS = 1_000_000_000
 # A scan's events are appended in transactions of this many: a few big appends instead of one
 # per file, yet short enough that another process's write (a session start's, a recall hit's)
-# never waits long for a `git pull`'s thousands (a batch holds the lock some 0.2 s at 100k
-# memories).  Each commit writes every index page its batch touched to the WAL, and new
-# memories land all over the indexes keyed by content hash: batches of 500 wrote 150 MB of
-# WAL for 10k files at 100k memories, batches of 2,000 write 95 MB (0.3-0.85 s less).  A crash
-# keeps the batches committed; the files of the others are read again by the next scan (each
-# batch records its files' stats).
+# never waits long for a `git pull`'s thousands.  Each commit writes every index page its
+# batch touched to the WAL, and new memories land all over the indexes keyed by content hash:
+# larger batches share those pages, and write less WAL.  A crash keeps the batches committed;
+# the files of the others are read again by the next scan (each batch records its files' stats).
 EMIT_BATCH = 2000
 _DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
 
@@ -207,8 +204,8 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     one directory listing and stat per file, nothing read.  Past ``SYNC_FILES`` new or gone
     files (a pull's thousands) the answer is already "in the background", so the count stops
     there: a store listing that many more files than it has recorded stats for is not
-    compared name by name (reading the 100k recorded stats alone took a quarter of a second;
-    the count is then a floor, exact unless files also went), known files are not stat'ed,
+    compared name by name (reading a large store's recorded stats alone is slow; the count
+    is then a floor, exact unless files also went), known files are not stat'ed,
     and gone files are not looked for once the new ones alone are past it."""
     pending = 0
     listed: list[tuple[Path, dict[str, tuple[int, int]], list[str]]] = []
@@ -252,8 +249,8 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
 
 
 def _names(app: Realmem, store: str) -> tuple[Path, list[str]]:
-    """A store's directory and the names of its fact files now (names only: listing 76k
-    entries as DirEntry objects cost twice as much)."""
+    """A store's directory and the names of its fact files now (names only: DirEntry
+    objects cost more)."""
     d = app.store_dir(store)
     try:
         return d, [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
@@ -580,7 +577,7 @@ def _later(updated: str | None, than: str | None) -> bool:
 def _unchanged_files(d: Path, names: list[str], stats: dict[str, tuple[int, int]]) -> set[str]:
     """The ``names`` that are regular files, not symlinks, whose (mtime_ns, size) is what
     ``stats`` recorded.  Each is stat'ed relative to the directory: the kernel resolves one
-    name instead of the whole path (100k files: 0.32 -> 0.23 s)."""
+    name instead of the whole path."""
     out: set[str] = set()
     try:
         fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
@@ -693,7 +690,7 @@ def attach(app: Realmem, *, scan: bool = True) -> Realmem:
 def register_stores(app: Realmem) -> None:
     """Make sure the stores visible from cwd are registered with their current dirs."""
     # (store, kind, dir, project key, root): events are made only for what changed (making the
-    # event classes is a tenth of a read-only command's start-up).
+    # event classes slows a read-only command's start-up).
     wanted: list[tuple[str, str, str, str | None, str | None]] = [
         (GLOBAL, "global", str(app.home / "global"), None, None)]
     p = app.project
