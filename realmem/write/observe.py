@@ -313,10 +313,8 @@ class _Reads:
             self.quarantine[(parsed.caption, parsed.content, tuple(parsed.paths))] = quarantine
 
 
-Scanned = tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]
-
-
-def _scan_store(app: Realmem, store: str, reads: _Reads) -> Scanned:
+def _scan_store(app: Realmem, store: str,
+                reads: _Reads) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
     """(events, file stats to record, memories whose file already holds their observed text)."""
     return StoreScan(app, store, reads).run()
 
@@ -348,7 +346,7 @@ class StoreScan:
         self.names: set[str] = set()  # the fact files listed
         self.stats: dict[str, tuple[int, int]] = {}  # file name -> (mtime_ns, size) recorded
 
-    def run(self) -> Scanned:
+    def run(self) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
         listed = self._listed()
         if listed is not None:
             self._read_all(listed)
@@ -424,7 +422,8 @@ class StoreScan:
         for name in self.problems:
             told = self.kinds.get(name) == "re-identified" and name in self.unchanged  # stays until the file changes
             if name not in handled and (name not in self.names or name in self.fine) and not told:
-                events.append(ev.FileProblem(self.store, name, "resolved", f"{name} is gone or readable again", None, ""))
+                events.append(ev.FileProblem(self.store, name, "resolved", f"{name} is gone or readable again",
+                                             None, ""))
 
     def problem(self, name: str, kind: str, message: str, line: int | None, digest: str) -> None:
         if self.problems.get(name) != digest:
