@@ -29,13 +29,10 @@ from realmem.agents import sampling
 from realmem.clients.chat import ChatModel
 from realmem.interface import tools
 from realmem.read import prompt
-from realmem.write import observe
-from realmem.jobs import policy
+from realmem.interface.entry import Entry
 from realmem.interface import session as sessions
 from realmem.app import Realmem
-from realmem.config import home_dir
 from realmem.logs import get_logger
-from realmem.storage import db
 
 logger = get_logger("realmem.mcp")
 
@@ -95,39 +92,33 @@ class Backend:
     (an apsw connection is not for concurrent use; agents may call tools in parallel)."""
 
     def __init__(self, home: str | None, cwd: str | None = None) -> None:
-        self.home = home_dir(home)
+        # Outside edits and pulls are noticed at once (``scan``); an app opened starts a session.
+        self.entry = Entry(home, on_open=_session_start)
         self.cwd = Path(cwd or os.getcwd()).resolve()
         self.project: Path | None = None  # from the client's roots, once asked
-        self.apps: dict[Path, Realmem] = {}
         self.lock = threading.Lock()
-
-    def app(self, project: Path, session: str | None) -> Realmem:
-        app = self.apps.get(project)
-        if app is None:
-            app = observe.open_attached(self.home, project, scan=True)  # outside edits and pulls are noticed at once
-            self.apps[project] = app
-            note = sessions.start(app)["notification"]  # as a Pi session starts: flags, and a worker runs
-            if note:
-                logger.info("mcp.session_start", notification=note)
-        app.session = session
-        return app
 
     def run(self, project: Path, session: str | None, fn: Callable[[Realmem], T],
             chat_model: Callable[[Realmem], ChatModel] | None = None) -> T:
-        with self.lock:
-            app = self.app(project, session)
+        """``fn`` on the project's app as ``session``; the entry follows the log after it
+        (queueing the background work the tool's events call for) and names a storage failure."""
+        with self.lock, self.entry.request() as request:
+            app = request.app(project, session=session, scan=True)
             app.chat_model = chat_model(app) if chat_model else None  # this call's client: never a later call's
             try:
                 return fn(app)
             finally:
                 app.chat_model = None
-                policy.follow_app(app)  # queue the background work the tool's events call for
 
     def close(self) -> None:
         with self.lock:
-            for app in self.apps.values():
-                app.close()
-            self.apps.clear()
+            self.entry.close()
+
+
+def _session_start(app: Realmem) -> None:
+    note = sessions.start(app)["notification"]  # as a Pi session starts: flags, and a worker runs
+    if note:
+        logger.info("mcp.session_start", notification=note)
 
 
 def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, Backend]:
@@ -162,8 +153,7 @@ def build(home: str | None = None, cwd: str | None = None) -> tuple[MCPServer, B
             if sampling.supported(ctx) else None
         try:
             out = await anyio.to_thread.run_sync(backend.run, project, who, fn, model)
-        except Exception as exc:  # refused, bad argument or a bug: one line, as the rpc child answers
-            exc = db.storage_error(exc, backend.home / "realmem.sqlite") or exc  # a read-only, full or damaged home
+        except Exception as exc:  # refused, bad argument, storage (``Entry.fault``) or a bug: one line, as rpc answers
             if errors.code_of(exc) == errors.INTERNAL:  # the traceback goes to stderr
                 logger.exception("mcp.internal_error", tool=tool)
             return _result(errors.message_of(exc, tool), error=True)

@@ -28,6 +28,7 @@ from realmem.read import embedder, freshness, recall
 from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import observe
+from realmem.write.attached import open_attached
 from realmem.app import Realmem
 from realmem.events import log
 from realmem.events import types as ev
@@ -72,7 +73,7 @@ def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, 
     for m in modules[:200]:
         (root / m).mkdir(parents=True, exist_ok=True)
         (root / m / "main.py").write_text("x\n")
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     assert app.project is not None
     shared, personal = app.project.shared_store, app.project.personal_store
     # Written a month ago, so the history added below makes part of them stale (freshness on).
@@ -230,7 +231,7 @@ class _SizeBench:
 
     def _open(self) -> None:
         self.say("store open…")
-        a = observe.open_attached(self.home, self.root, scan=False)
+        a = open_attached(self.home, self.root, scan=False)
         time.sleep(observe._RACY_NS / 1e9 + 0.1)  # replay just wrote the files: let their dir stamps settle
         observe.scan_stores(a)  # the session start that records them
         a.close()
@@ -238,14 +239,14 @@ class _SizeBench:
             opens = []
             for _ in range(5 if self.quick else 15):
                 t = time.perf_counter()
-                a = observe.open_attached(self.home, self.root, scan=True)
+                a = open_attached(self.home, self.root, scan=True)
                 opens.append(time.perf_counter() - t)
                 a.close()
             self.out["store_open"] = _stats(opens)
 
     def _in_process(self) -> None:
         """Freshness and recall in this process, and the raw FTS5 floor."""
-        app = observe.open_attached(self.home, self.root, scan=False)
+        app = open_attached(self.home, self.root, scan=False)
         if self.want("freshness"):
             self.say("freshness: git history read and every memory checked, cold…")
             t = time.perf_counter()
@@ -309,7 +310,7 @@ def _bench_local(home: Path, root: Path, rng: random.Random, iters: int, queries
     from realmem.clients.local_embedder import LocalEmbedder  # lazy: only this group loads the model
     model = LocalEmbedder()
     dims = model.dimensions
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     try:
         texts = [f"{m.caption}\n\n{m.content}" for m in app.memories()[:200]]
         t = time.perf_counter()
@@ -498,7 +499,7 @@ def _bench_gate(home: Path, root: Path, rng: random.Random, iters: int) -> dict[
         os.environ["REALMEM_SEMIF_URL"] = semif.url
         os.environ["REALMEM_EMBEDDING_URL"] = emb.url
         try:
-            app = observe.open_attached(home, root, scan=False)
+            app = open_attached(home, root, scan=False)
             # The store's vectors were cached under the build's space name; the fake endpoint's
             # own (its URL is part of it) would clear them, leaving the gate's KNN an empty index.
             built, served = index.active_fingerprint(app.conn), embedder.client(app).fingerprint()  # type: ignore[union-attr]
@@ -626,7 +627,7 @@ def _bench_ingest(home: Path, root: Path, rng: random.Random, count: int) -> dic
     """A full scan observing ``count`` new files (parse, safety scan, tokenize, one batched
     append), beside the floor: reading and hashing the same files."""
     import hashlib
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     paths = _pulled_files(app, rng, count, "a")
     t = time.perf_counter()
     for p in paths:
@@ -654,7 +655,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         assert earlier.stdin
         earlier.stdin.close()
         earlier.wait(timeout=600)
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     _pulled_files(app, rng, count, "b")
     app.close()
     proc = _spawn_rpc(home)
@@ -666,7 +667,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         wait = time.perf_counter() - t
         deadline = time.monotonic() + 600
         while True:  # the background read commits in batches: wait for all of them before the next row
-            with observe.open_attached(home, root, scan=False) as a:
+            with open_attached(home, root, scan=False) as a:
                 seen = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE '% pulled b %'").fetchone()[0]
             if seen == count or time.monotonic() > deadline:
                 break

@@ -23,14 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import apsw
 import click
 
 from realmem import errors, logs
-from realmem.storage import db
 from realmem.stores import ids
-from realmem.write import observe
 from realmem.app import Realmem, RealmemError
+from realmem.interface.entry import Entry, Request
 from realmem.config import Config, home_dir, override
 from realmem.events.types import Action
 from realmem.stores.project import SCOPES
@@ -52,24 +50,25 @@ def _fail(message: str, code: int = errors.REFUSED) -> NoReturn:
 
 
 class Ctx:
-    def __init__(self, home: str | None, cwd: str | None, verbose: bool = False) -> None:
+    """A command's settings and its request (``Group.invoke`` starts it, so every command
+    enters through ``realmem.interface.entry``)."""
+
+    def __init__(self, home: str | None, cwd: str | None, verbose: bool, request: Request) -> None:
         self.home = home
         self.cwd = cwd
         self.verbose = verbose
-        self._app: Realmem | None = None
+        self.request = request
 
     def app(self, *, scan: bool = True, attach: bool = True) -> Realmem:
         """The writer for --cwd: its stores registered (``attach``), outside changes recorded
         (``scan``).  ``attach=False`` appends nothing: replay rebuilds from the log as it is."""
-        if self._app is None:
-            if self.cwd is not None and not Path(self.cwd).is_dir():  # never invent a project there
-                raise errors.UsageError(f"--cwd {self.cwd} is not an existing directory")
-            app = Realmem.open(self.home, self.cwd)
-            self._app = observe.attach(app, scan=scan) if attach else app
-        return self._app
+        if self.request.used is None and self.cwd is not None and not Path(self.cwd).is_dir():
+            raise errors.UsageError(f"--cwd {self.cwd} is not an existing directory")  # never invent a project there
+        return self.request.app(self.cwd, scan=scan, attach=attach)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
+REQUEST = "realmem.request"  # ctx.meta: the command's request, for its Ctx
 
 
 class Group(click.Group):
@@ -91,20 +90,15 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            result = super().invoke(ctx)
+            # The entry follows the log after the command, and names the file of a read-only,
+            # full or damaged REALMEM_HOME in one line (``StorageError``).
+            with Entry(ctx.params.get("home")).request() as request:
+                ctx.meta[REQUEST] = request
+                result = super().invoke(ctx)
         except errors.Error as exc:
             _fail(str(exc), errors.code_of(exc))
-        except (apsw.Error, OSError) as exc:  # a read-only, full or damaged REALMEM_HOME: one line
-            home = ctx.obj.home if isinstance(ctx.obj, Ctx) else None
-            if (err := db.storage_error(exc, home_dir(home) / "realmem.sqlite")) is None:
-                raise
-            _fail(str(err), errors.code_of(err))
-        finally:
-            if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
-                from realmem.jobs import policy  # lazy, like every command's own imports
-                policy.follow_app(ctx.obj._app)  # queue the background work the command's events call for
-        if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
-            _unwritten_files(ctx.obj._app)
+        if request.used is not None:
+            _unwritten_files(request.used)
         return result
 
 
@@ -134,7 +128,7 @@ def cli(ctx: click.Context, home: str | None, cwd: str | None, verbose: bool) ->
         logs.configure("info")
     else:
         logs.configure(file=home_dir(home) / "realmem.log")
-    ctx.obj = Ctx(home, cwd, verbose)
+    ctx.obj = Ctx(home, cwd, verbose, ctx.meta[REQUEST])
 
 
 # --- remembering --------------------------------------------------------------------------

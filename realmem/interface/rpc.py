@@ -31,7 +31,7 @@ from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir
 from realmem.events import types as ev
 from realmem.logs import get_logger
-from realmem.storage import db
+from realmem.interface.entry import Entry
 from realmem.write import observe
 
 logger = get_logger("realmem.interface.rpc")
@@ -193,12 +193,17 @@ class Server:
         return report
 
     @property
-    def apps(self) -> dict[str, Realmem]:
-        if not hasattr(self.local, "apps"):
-            self.local.apps = {}
+    def entry(self) -> Entry:
+        """This thread's way in: its apps stay open (warm) between requests."""
+        if not hasattr(self.local, "entry"):
+            self.local.entry = Entry(self.home)
             with self.write_lock:
-                self.all_apps.append(self.local.apps)
-        return self.local.apps
+                self.all_apps.append(self.local.entry.apps)
+        return self.local.entry
+
+    @property
+    def apps(self) -> dict[str, Realmem]:
+        return self.entry.apps
 
     def app(self, params: dict[str, Any]) -> Realmem:
         raw = params.get("cwd") or os.getcwd()
@@ -207,15 +212,11 @@ class Server:
             if len(self.resolved) >= 64:
                 self.resolved.clear()
             cwd = self.resolved[raw] = str(Path(raw).resolve())
-        app = self.apps.get(cwd)
-        if app is None:
-            if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
-                raise errors.ParamError(f"cwd {cwd} is not an existing directory")
-            app = observe.open_attached(self.home, cwd, scan=False)
-            self.apps[cwd] = app
-        app.session = params.get("session") or app.session
-        self.local.used = app
-        return app
+        if cwd not in self.apps and not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
+            raise errors.ParamError(f"cwd {cwd} is not an existing directory")
+        # Within a request (``handle``) the app is the one its end follows; outside one it is opened only.
+        opener = getattr(self.local, "request", None) or self.entry
+        return opener.app(cwd, session=params.get("session"))
 
     def later(self, write: Callable[[], None]) -> None:
         """Run ``write`` once this request's reply is sent (e.g. recall's hit: the agent does
@@ -260,9 +261,9 @@ class Server:
         with self.deferred:
             self.deferred.wait_for(lambda: self.pending == 0)
 
-    def follow(self) -> None:
-        """After the reply: the writes deferred past it, then queue the background work the
-        request's events call for."""
+    def after(self) -> None:
+        """After the reply: the writes deferred past it (the request's end then follows the
+        log, queueing the background work its events call for)."""
         writes, self.local.later = getattr(self.local, "later", None) or [], []
         try:
             for write in writes:
@@ -276,10 +277,7 @@ class Server:
                 with self.deferred:
                     self.pending -= 1
                     self.deferred.notify_all()
-        app, self.local.used = getattr(self.local, "used", None), None
-        if app is not None:
-            from realmem.jobs import policy  # lazy: hello and path notes need none of the jobs' imports
-            policy.follow_app(app)
+            self.local.request = None  # what the thread opens now is no longer this request's
 
     def handle(self, msg: dict[str, Any]) -> None:
         mid = msg.get("id")
@@ -301,39 +299,40 @@ class Server:
             if mid is not None:
                 self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"unknown method {method}"}})
             return
-        try:
-            validate(method, params)
-            self._settle()
-            result = fn(params)
-        except Exception as exc:  # a bug must not kill the child either: Pi keeps working
-            # A read-only, full or damaged REALMEM_HOME is a refusal naming the file, not a bug.
-            exc = db.storage_error(exc, self.home / "realmem.sqlite") or exc
-            code = errors.code_of(exc)
-            if code == errors.USAGE:
-                logger.warning("rpc usage error", method=method, error=str(exc))
-            elif code == errors.INTERNAL:
-                traceback.print_exc(file=sys.stderr)
-            err = {"code": code, "message": errors.message_of(exc, method)}
-        else:
+        with self.entry.request() as request:
+            self.local.request = request
+            try:
+                validate(method, params)
+                self._settle()
+                result = fn(params)
+            except Exception as exc:  # a bug must not kill the child either: Pi keeps working
+                exc = self.entry.fault(exc)  # a read-only, full or damaged REALMEM_HOME: a refusal naming the file
+                code = errors.code_of(exc)
+                if code == errors.USAGE:
+                    logger.warning("rpc usage error", method=method, error=str(exc))
+                elif code == errors.INTERNAL:
+                    traceback.print_exc(file=sys.stderr)
+                err = {"code": code, "message": errors.message_of(exc, method)}
+            else:
+                self._hold()
+                try:
+                    if mid is not None:
+                        self.send({"jsonrpc": "2.0", "id": mid, "result": result})
+                finally:  # a reply that failed to go out still releases the requests waiting on it
+                    self.after()
+                return
+            finally:
+                token = params.get("progress_token")
+                if isinstance(token, str) and token:
+                    with self.write_lock:
+                        self.active.discard(token)
+                        self.cancelled.discard(token)
             self._hold()
             try:
                 if mid is not None:
-                    self.send({"jsonrpc": "2.0", "id": mid, "result": result})
-            finally:  # a reply that failed to go out still releases the requests waiting on it
-                self.follow()
-            return
-        finally:
-            token = params.get("progress_token")
-            if isinstance(token, str) and token:
-                with self.write_lock:
-                    self.active.discard(token)
-                    self.cancelled.discard(token)
-        self._hold()
-        try:
-            if mid is not None:
-                self.send({"jsonrpc": "2.0", "id": mid, "error": err})
-        finally:
-            self.follow()
+                    self.send({"jsonrpc": "2.0", "id": mid, "error": err})
+            finally:
+                self.after()
 
     # --- methods -------------------------------------------------------------------------
 

@@ -5,9 +5,9 @@ A scan compares each store directory with the memories table and records what di
 ``FileObserved`` / ``FileProblem`` events carrying the file's content, so the change is
 projected (and replayable) like any other.  A bad file is reported, never fatal.
 
-``Realmem.open`` only connects and catches up; ``attach`` is the use case a front end runs
-after it: register the stores visible from the working directory, move a path-keyed personal
-store to its git key, and scan for outside changes.
+``Realmem.open`` only connects and catches up; ``attach`` is the use case run after it
+(``realmem.write.attached`` does both): register the stores visible from the working
+directory, move a path-keyed personal store to its git key, and scan for outside changes.
 """
 
 from __future__ import annotations
@@ -667,12 +667,6 @@ def rekeyed(app: Realmem, project: Project) -> dict | None:
 
 
 # --- attaching a working directory's stores -------------------------------------------------
-
-def open_attached(home: str | Path | None = None, cwd: str | Path | None = None, *, session: str | None = None,
-                  scan: bool = True) -> Realmem:
-    """``Realmem.open`` and ``attach``: what a command needs to work in ``cwd``."""
-    return attach(Realmem.open(home, cwd, session=session), scan=scan)
-
 
 def attach(app: Realmem, *, scan: bool = True) -> Realmem:
     """Register the stores visible from the app's working directory (with their current

@@ -21,7 +21,7 @@ from mcp import ClientSession, types
 from realmem.read import prompt
 from realmem.agents import mcp_server
 from realmem.fakes import FakeEmbeddings, FakeSystemOne
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import kill_workers, make_repo
 from helpers.mcp_client import run_client, text_of

@@ -18,7 +18,7 @@ from realmem.events import types as ev
 from realmem.events.types import Action
 from realmem.gate.remember import remember, render_trace
 from realmem.stores import ids
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from helpers.cli import ok
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "decided_v0.json"

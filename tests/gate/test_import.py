@@ -20,7 +20,7 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.fakes import FakeChat, FakeSystemOne
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 AGENTS = "# Agents\n\n- Run `make test` before pushing.\n- Migrations live in db/migrations.\n"
 CLAUDE = "# Claude\n\nThe user prefers short answers.\n"

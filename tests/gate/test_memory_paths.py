@@ -16,7 +16,7 @@ from realmem.app import Realmem, RealmemError
 from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from realmem.projections import replay
 from conftest import fake_secret
 

@@ -25,7 +25,7 @@ from realmem.events.trace import dump as trace_json
 from realmem.projections.urgency import urgency_key
 from realmem.storage.lock import LeaseLock
 from realmem.gate.remember import remember, render_trace, retry
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from conftest import JUDGES, fake_secret, make_repo
 
 GITHUB_TOKEN = fake_secret("ghp_", 36)

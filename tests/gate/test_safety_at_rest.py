@@ -18,7 +18,7 @@ import pytest
 from realmem import logs
 from realmem.app import Realmem
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from helpers.corpus import expand
 

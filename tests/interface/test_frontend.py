@@ -18,7 +18,7 @@ from realmem.interface import status
 from realmem.write import gitignore
 from realmem.clients import NotConfigured, SystemOneClient
 from realmem.config import Config
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import kill_workers
 from helpers.cli import ok

@@ -13,7 +13,7 @@ from realmem.jobs.consolidate import Report, render_report
 from realmem.read.recall import listing, recall
 from realmem.interface.render import recall_text
 from realmem.words import count
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 def test_count():

@@ -20,7 +20,7 @@ from realmem.jobs import tree as treemod
 from realmem.jobs.consolidate import Report, consolidate, render_report
 from realmem.projections import replay
 from realmem.interface.rpc import Cancelled
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 QUESTIONS = ("covered_by", "conflict_with", "merge_with", "forget", "importance", "revise")
 DEFAULT_SPECS: dict[str, Any] = {
