@@ -282,9 +282,9 @@ def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
 @pass_ctx
 def status(c: Ctx, as_json: bool) -> None:
     """Counts per store, queue, worker, endpoints, gitignore warning."""
-    from realmem.interface import status as st  # not tools.status: that loads the gate, and status must start fast
+    from realmem.interface import render, status as st  # not tools.status: it loads the gate; status starts fast
     info = st.gather(c.app())
-    _out(info) if as_json else click.echo(st.text(info))
+    _out(info) if as_json else click.echo(render.status_text(info))
 
 
 @cli.command()
@@ -385,7 +385,7 @@ def audit(c: Ctx, id_value: str, as_json: bool) -> None:
         return
     from realmem.events import trace as gate_trace  # lazy: start-up
     from realmem.events import types as ev  # lazy: start-up
-    from realmem.gate.remember import render_trace  # lazy: start-up
+    from realmem.interface.render import render_trace  # lazy: start-up
     for env in envs:
         click.echo(_event_line(env))
         if isinstance(env.event, ev.Decided):

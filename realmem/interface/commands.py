@@ -30,7 +30,7 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.events.trace import dump as dump_trace
 from realmem.jobs import consolidate as consolidate_mod
 from realmem.projections import index, queries
-from realmem.gate.remember import remember as remember_mod, render_trace, retry as retry_queued
+from realmem.gate.remember import remember as remember_mod, retry as retry_queued
 from realmem.words import count
 
 Result = dict[str, Any]
@@ -107,8 +107,8 @@ def embed(app: Realmem, progress: Callable[[int, int], None] | None = None) -> R
 
 def retry(app: Realmem, progress: Callable[[int, int], None] | None = None) -> Result:
     outs = retry_queued(app, force=True, progress=progress)
-    return {"text": "\n".join(o.text for o in outs) or "Nothing queued for this project.",
-            "details": {"outcomes": [{"action": o.action, "text": o.text} for o in outs]}}
+    return {"text": "\n".join(map(render.outcome_text, outs)) or "Nothing queued for this project.",
+            "details": {"outcomes": [{"action": o.action, "text": render.outcome_text(o)} for o in outs]}}
 
 
 def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
@@ -117,8 +117,9 @@ def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None,
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source="debug", dry_run=not write)
     assert out.trace is not None  # remember always traces; only a failed retry has none
-    return {"text": render_trace(out.trace, out.text),
-            "details": {"action": out.action, "text": out.text, "trace": dump_trace(out.trace), "written": write}}
+    text = render.outcome_text(out)
+    return {"text": render.render_trace(out.trace, text),
+            "details": {"action": out.action, "text": text, "trace": dump_trace(out.trace), "written": write}}
 
 
 def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
@@ -127,8 +128,9 @@ def remember(app: Realmem, *, caption: str, content: str, scope: str | None = No
     (the model-facing tool calls it ``decision``)."""
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source=source)
-    return {"text": out.text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
-                                          "queued": out.queued, "text": out.text, "warnings": out.warnings}}
+    text = render.outcome_text(out)
+    return {"text": text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
+                                      "queued": out.queued, "text": text, "warnings": render.outcome_notes(out)}}
 
 
 def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
@@ -154,7 +156,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
     return {"text": render.recall_text(res, stale),
             "details": {"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
                         "notes": res.notes, "weak": res.weak, "relevance": res.relevance,
-                        "message": recall_mod.nothing_found(res) if res.weak or not res.items else None,
+                        "message": render.nothing_found(res) if res.weak or not res.items else None,
                         "items": items},
             "failed": not res.items and bool(id_values or res.errors)}
 
@@ -163,7 +165,7 @@ def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> Result:
     """`realmem list`: every memory as a table, sorted by path, then used."""
     res = recall_mod.listing(app, page=page, scope=scope)
     if not res.items:
-        text = recall_mod.nothing_found(res) if res.past_end and res.total else "No memories yet."
+        text = render.nothing_found(res) if res.past_end and res.total else "No memories yet."
     else:
         rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
                  i.memory.caption] for i in res.items]
@@ -213,21 +215,21 @@ def consolidate(app: Realmem, *, stores: Sequence[str] = (), revise_paths: bool 
                 progress: Callable[[int, int, str], None] | None = None) -> Result:
     report = consolidate_mod.consolidate(app, stores=list(stores) or None, revise_paths=revise_paths,
                                          progress=progress)
-    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+    return {"text": render.consolidation_text(report), "details": render.consolidation_json(report)}
 
 
 def consolidate_cancelled(app: Realmem, scopes: Sequence[str] = ()) -> Result:
     """The report of a consolidation the user interrupted: nothing was written."""
     report = consolidate_mod.Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(),
                                     cancelled=True)
-    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+    return {"text": render.consolidation_text(report), "details": render.consolidation_json(report)}
 
 
 def import_files(app: Realmem, files: Sequence[str], *, force: bool = False,
                  progress: Callable[[int, int, str], None] | None = None) -> Result:
     """`realmem import` without Pi: the chat model splits the files, each fact goes through the
     gate.  ``failed``: files were read but no fact was stored, so nothing is marked imported."""
-    rep = importer.import_headless(app, list(files), progress=progress, force=force)
+    rep = importer.import_headless(app, list(files), progress=progress, force=force, word=render.outcome_text)
     lines: list[str] = [r + "." for r in rep["refused"]]
     if rep["skipped"]:
         lines.append(importer.already_text([Path(f) for f in rep["skipped"]], "realmem import"))

@@ -49,13 +49,14 @@ def remember(app: Realmem, *, caption: str, content: str, scope: str | None = No
         source, user_requested = "import", True
     out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
                        source=source)
-    return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
-                                          "id": ids.short(out.memory.id) if out.memory else None}}
+    return {"text": render.outcome_text(out), "details": {
+        "decision": out.action, "queued": out.queued, "warnings": render.outcome_notes(out),
+        "id": ids.short(out.memory.id) if out.memory else None}}
 
 
 def status(app: Realmem) -> dict[str, Any]:
     info = status_mod.gather(app)
-    return {"text": status_mod.text(info), "details": info}
+    return {"text": render.status_text(info), "details": info}
 
 
 def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> dict[str, Any]:
