@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import gc
 
-# Start-up time: importing click, attrs and realmem builds ~100k objects, and the collector
-# would scan them a dozen times for cycles that are not there (a fifth of `realmem status`).
+# Start-up time: importing click, attrs and realmem builds many objects, and the collector
+# would scan them again and again for cycles that are not there.
 # What the imports build lives as long as the process: frozen below, never scanned again.
 _GC_WAS_ENABLED = gc.isenabled()
 gc.disable()

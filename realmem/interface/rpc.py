@@ -64,7 +64,7 @@ def _has_surrogate(value: Any) -> bool:
     """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back.
     Walked with a stack, not recursion: params may nest as deep as the parser allowed.  A list
     of strings is joined and encoded at once: a path note's params hold every id shown so far,
-    and one encode per id was a tenth of the hook."""
+    and one encode per id made the check a visible part of the hook."""
     stack = [value]
     while stack:
         v = stack.pop()

@@ -91,7 +91,7 @@ def _abs_focus(app: Realmem, raw: Sequence[str]) -> list[str]:
         try:
             out.append(paths.normalize_input(p, cwd=app.cwd, home=frames.user_home()))
         except paths.PathError as exc:
-            from realmem.gate.safety import mask_secrets  # lazily: 70 ms of regexes, for an error only
+            from realmem.gate.safety import mask_secrets  # lazily: many regexes, for an error only
 
             raise RealmemError(f"bad path {mask_secrets(p)!r}: {exc}") from None
     return out
