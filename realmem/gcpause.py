@@ -3,7 +3,7 @@
 Replay's fold and a scan of thousands of files build large, acyclic structures (a memory per
 event or file, each with its fields and lists).  Every few hundred allocations the collector
 walks the young objects, and every so often all of them, looking for cycles that are not
-there: a third of replay's fold at 100k memories.  Reference counting still frees everything
+there: a large part of replay's fold in a large store.  Reference counting still frees everything
 as usual; only the search for cycles waits until the outermost pause ends.
 """
 

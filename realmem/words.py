@@ -1,4 +1,4 @@
-"""Counted nouns in user text: "1 memory", "2 memories", "0 facts"."""
+"""Counted nouns in user text ("1 memory", "2 memories", "0 facts"), and quoted queries."""
 
 from __future__ import annotations
 
@@ -17,3 +17,8 @@ def count(n: int, singular: str, plural: str | None = None) -> str:
         else:
             plural = singular + "s"
     return f"{n} {plural}"
+
+
+def quoted(q: str, width: int = 80) -> str:
+    """A query the user gave, in quotes, cut to ``width`` characters."""
+    return '"' + (q if len(q) <= width else q[: width - 1] + "…") + '"'

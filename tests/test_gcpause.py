@@ -9,7 +9,7 @@ import pytest
 from realmem.gcpause import gc_paused
 from realmem.projections import replay
 from realmem.write import memories, observe
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 @pytest.fixture(autouse=True)

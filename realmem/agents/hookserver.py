@@ -24,14 +24,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from realmem import logs
+from realmem import errors, logs
 from realmem.read import pathnotes
 from realmem.storage import db
-from realmem.write import observe
-from realmem.jobs import policy
+from realmem.interface.entry import Entry
 from realmem.agents import clients, sessions
 from realmem.agents.hookclient import HELLO, Refused, check_socket_dir, socket_path
-from realmem.app import Realmem
 from realmem.config import Config
 from realmem.storage.lock import single_instance, stop_requested
 from realmem.logs import get_logger
@@ -48,18 +46,8 @@ class Handler:
     """The hook events, with one warm app and path-note index per working directory."""
 
     def __init__(self, home: Path) -> None:
-        self.home = home
-        self.apps: dict[str, Realmem] = {}
+        self.entry = Entry(home)
         self.indexes: dict[str, pathnotes.NoteIndex] = {}
-
-    def app(self, cwd: str, actor: str) -> Realmem:
-        key = str(Path(cwd).resolve())
-        app = self.apps.get(key)
-        if app is None:
-            app = observe.open_attached(self.home, key, scan=False)
-            self.apps[key] = app
-        app.session = actor
-        return app
 
     def handle(self, agent: str, hook: dict[str, Any]) -> dict[str, Any] | None:
         """The hook's output object (None: print nothing); ValueError for input it cannot use."""
@@ -73,18 +61,14 @@ class Handler:
         if not isinstance(cwd, str) or not Path(cwd).is_dir():
             raise ValueError(f"no such directory: {cwd!r}")
         sid = hook.get("session_id") if isinstance(hook.get("session_id"), str) else None
-        app = self.app(cwd, sessions.actor(agent, sid))
-        index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
-        try:
+        # Followed after a session start only: its scan may call for work; a tool's path notes never do.
+        with self.entry.request(follow=event == client.start) as request:
+            app = request.app(str(Path(cwd).resolve()), session=sessions.actor(agent, sid))
+            index = self.indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
             return clients.handle(client, app, index, hook)
-        finally:
-            if event == client.start:  # its scan may call for work; a tool's path notes never do
-                policy.follow_app(app)
 
     def close(self) -> None:
-        for app in self.apps.values():
-            app.close()
-        self.apps.clear()
+        self.entry.close()
 
 
 def _serve_one(conn: socket.socket, handler: Handler) -> None:
@@ -104,6 +88,8 @@ def _serve_one(conn: socket.socket, handler: Handler) -> None:
         output = handler.handle(head[len(HELLO) + 1:].decode("utf-8", "replace"), hook)
     except ValueError as exc:
         error = f"bad hook input: {exc}"
+    except errors.Error as exc:  # refused, or a read-only, full or damaged home (``Entry.fault``): its line
+        error = str(exc)
     except Exception as exc:  # a bug must not kill the server: the agent goes on without notes
         log.error("hooks.failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         error = f"internal error: {type(exc).__name__}: {exc}"

@@ -41,7 +41,7 @@ _ssl_contexts: dict[tuple[str, str], ssl.SSLContext] = {}
 def shared_ssl_context() -> ssl.SSLContext:
     """The process's one verifying SSL context, built on first https use.
 
-    Building one loads the CA bundle (~50 ms), which a new httpx.Client per remember would
+    Building one loads the CA bundle, which a new httpx.Client per remember would
     pay every time.  httpx.create_ssl_context keeps httpx's own rules (SSL_CERT_FILE /
     SSL_CERT_DIR, else certifi); those variables are part of the key so a changed
     environment still gets a matching context.

@@ -1,7 +1,7 @@
 """The values events carry: a memory's address (``Key``), its written ``Fields``, its
 content hash, and the gate's ``Action`` vocabulary.
 
-Kept apart from the event classes (``events/catalog.py``), which cost a command some 20 ms
+Kept apart from the event classes (``events/catalog.py``), which are slow
 to make: a command that only reads the projections (``realmem status``) needs these alone.
 """
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from realmem.app import Realmem, RealmemError
@@ -27,7 +28,7 @@ from realmem.words import count
 from realmem.clients.errors import EndpointError
 from realmem.clients.errors import EndpointUnavailable
 from realmem.gate.rewrite import chat_client
-from realmem.gate.remember import remember
+from realmem.gate.remember import Outcome, remember
 
 # The gate's actions after which the fact is in a store.
 KEPT_ACTIONS = (ev.Action.ADD, ev.Action.EDIT, ev.Action.MERGE, ev.Action.REINFORCE, ev.Action.WIDEN)
@@ -257,10 +258,12 @@ SPLIT_PROMPT = (
 )
 
 
-def import_headless(app: Realmem, files: list[str], progress=None, force: bool = False) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def import_headless(app: Realmem, files: list[str], progress=None,  # type: ignore[no-untyped-def]
+                    force: bool = False, *, word: Callable[[Outcome], str]) -> dict[str, Any]:
     """`realmem import` without Pi: the configured chat model (rewriter endpoint, or the Pi
     bridge while a session runs) splits each file; every fact goes through the remember gate.
-    Files already imported and unchanged are skipped unless ``force``."""
+    Files already imported and unchanged are skipped unless ``force``.  ``word`` words each
+    fact's outcome for the report (``interface.render.outcome_text``: the gate holds no wording)."""
 
     paths = named_files(app, files) if files else candidates(app)
     if not paths:
@@ -306,7 +309,7 @@ def import_headless(app: Realmem, files: list[str], progress=None, force: bool =
                 except RealmemError as exc:  # one malformed fact from the model must not lose the others
                     report["outcomes"].append(f"Skipped a fact from {p.name}: {exc}")
                 else:
-                    report["outcomes"].append(out.text)
+                    report["outcomes"].append(word(out))
                     stored += out.action in KEPT_ACTIONS
                     shared += out.action in KEPT_ACTIONS and app.project is not None and \
                         out.memory is not None and out.memory.store == app.project.shared_store

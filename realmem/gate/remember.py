@@ -30,7 +30,6 @@ import attrs
 
 from realmem.gate import availability, rules as gate, judge, safety
 from realmem.read import embedder, search
-from realmem.read.escape import inline
 from realmem.stores import frames, ids, paths
 from realmem.write import gitignore, memories, observe
 from realmem.app import Realmem, RealmemError
@@ -41,13 +40,11 @@ from realmem.events.trace import (AnswerTrace, CandidateTrace, DecisionTrace, Du
                                   Finding, GateTrace, JudgeTrace, LockHolder, LockTrace, MemoryText, NeighbourSources,
                                   NeighbourTrace, RewriteTrace, SafetyTrace, UrgencyTrace, dump)
 from realmem.events.types import Action, Key, content_hash
-from realmem.frontend import hint
 from realmem.storage.lock import LeaseLock, LockTimeout
 from realmem.stores.project import store_kind
 from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.projections.urgency import TIER_SHOWN, urgency_key_of, urgency_tier
-from realmem.words import count
 from realmem.logs import get_logger
 from realmem.gate.rewrite import chat_client, rewrite
 from realmem.clients.chatjudge import ChatJudge
@@ -62,14 +59,32 @@ MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryEdited, ev.MemoryForgotten, ev.MemoryM
                  ev.MemoryApproved)
 
 
+@attrs.frozen
+class Note:
+    """Something the caller should know beside the decision: ``redacted`` (``detail``: what),
+    ``shared-ignored`` (git ignores the shared store), ``unwritten`` (``detail``: why the fact
+    file could not be written)."""
+
+    kind: str
+    detail: str = ""
+
+
 @attrs.define
 class Outcome:
+    """What the gate did with one candidate, as values; ``interface.render.outcome_text`` words
+    it for the model and the user."""
+
     action: Action
     memory: Memory | None  # the memory written/reinforced (None for reject/refuse/queue)
-    text: str              # compact model-facing message
-    warnings: list[str]
+    notes: list[Note]
     trace: GateTrace | None  # None only for a queued candidate that failed before the gate ran
     queued: bool = False
+    rule: str = ""       # the rule that decided (a queue's kind: no-judge, lock-busy, ...)
+    reason: str = ""     # why it was refused or queued, or the error that dropped or kept it
+    store: str = ""      # the store the candidate was placed in
+    caption: str = ""    # the caption a dry run would store
+    dry_run: bool = False
+    failed: int = 0      # queued after this many refusals in a row: no longer retried automatically
 
 
 @attrs.define
@@ -99,7 +114,7 @@ class Plan:
     caption: str = ""
     content: str = ""
     new_paths: list[str] | None = None
-    reason: str = ""          # queue / reject reason
+    reason: str = ""          # queue reason
     retry_after: float | None = None
     permanent: bool = False   # queued after a refusal that retrying alone will not change
     urgency: ScoreAnswer | None = None
@@ -133,10 +148,6 @@ def _shared_ignored(app: Realmem) -> bool:
 
 def _scope_label(store: str) -> str:
     return store_kind(store)
-
-
-def _ref(m: Memory) -> str:
-    return f"[{ids.short(m.id)}] {m.caption}"
 
 
 def next_try(app: Realmem, attempts: int, retry_after: float | None) -> str:
@@ -178,7 +189,7 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
     trace = GateTrace(candidate=CandidateTrace(cand.candidate_id, caption, content, scope, cand.abs_paths,
                                                cand.user_requested, source, candidate_id is not None),
                       dry_run=dry_run, thresholds=thresholds_trace(app))
-    warnings: list[str] = []
+    notes: list[Note] = []
 
     # 1. Safety scan: the text, then the paths (committed with it, shown in path notes).
     result, s_caption, s_content = safety.scan_memory(caption, content, redact=bool(app.config["safety.redact"]))
@@ -188,7 +199,6 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
         result, reason = in_paths, "refused: a path " + in_paths.reason().removeprefix("refused: ")
     trace.safety = SafetyTrace(result.ok, reason, [Finding(f.category, f.kind) for f in result.findings])
     if not result.ok:
-        text = "Refused: " + reason.removeprefix("refused: ") + "."
         # Never store a secret: the trace keeps the candidate with secrets masked.
         r_caption, r_content = safety.mask_memory(caption, content, result) if result is not in_paths \
             else (caption, content)
@@ -201,18 +211,18 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
             if candidate_id is not None and _is_pending(app, candidate_id):
                 events.append(ev.CandidateDone(candidate_id, Action.REFUSE))
             app.emit(events)
-        return Outcome(Action.REFUSE, None, text, warnings, trace)
+        return Outcome(Action.REFUSE, None, notes, trace, reason=reason, dry_run=dry_run)
     if result.findings:  # redacted: the trace (kept in the event log) holds only the redacted text
         cand.caption, cand.content = s_caption, s_content
         trace.candidate.caption, trace.candidate.content = s_caption, s_content
-        warnings.append(f"note: {result.reason()}")
+        notes.append(Note("redacted", result.reason()))
 
     snap = log.last_seq(app.conn)
     plan = _plan_or_queue(app, cand, trace)
     if dry_run:
-        return _dry_outcome(app, cand, plan, trace, warnings)
+        return _dry_outcome(app, cand, plan, trace, notes)
     if plan.action == Action.QUEUE:
-        return _queue(app, cand, plan, trace, warnings)
+        return _queue(app, cand, plan, trace, notes)
     try:
         with app.write_lease():
             if plan.action in (Action.EDIT, Action.MERGE, Action.WIDEN, Action.REINFORCE) and plan.target is not None:
@@ -220,11 +230,11 @@ def remember(app: Realmem, caption: str, content: str, *, scope: str | None = No
             if _changed_since(app, snap):
                 trace.replanned = True
                 plan = _plan_or_queue(app, cand, trace)
-            outcome = _execute(app, cand, plan, trace, warnings)
+            outcome = _execute(app, cand, plan, trace, notes)
     except LockTimeout as exc:
         trace.lock = LockTrace(float(app.config["gate.lockWaitSeconds"]), _safe_holder(exc))
         plan = Plan(Action.QUEUE, "lock-busy", "", [], reason="the write lock is busy")
-        outcome = _queue(app, cand, plan, trace, warnings)
+        outcome = _queue(app, cand, plan, trace, notes)
     return outcome
 
 
@@ -294,7 +304,7 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
         except RealmemError as exc:
             # The candidate can never be written (e.g. its scope no longer exists): drop it.
             app.emit([ev.CandidateDone(cid, f"error: {exc}")])
-            return Outcome(Action.REJECT, None, f"Dropped a queued candidate: {exc}", [], None)
+            return Outcome(Action.REJECT, None, [], None, rule="dropped", reason=str(exc))
         except Exception as exc:
             # A bug must not leave the candidate due at once: the worker would retry it in a
             # tight loop.  It backs off like any failed attempt, with the error recorded.
@@ -303,8 +313,7 @@ def _retry_claimed(app: Realmem, cid: str, *, force: bool, now: str) -> Outcome 
             if attempts is not None:
                 app.emit([ev.CandidateRetried(cid, f"error: {type(exc).__name__}: {exc}",
                                               next_try(app, attempts + 1, None))])
-            return Outcome(Action.QUEUE, None, f"Kept a queued candidate after an error: {exc}", [], None,
-                           queued=True)
+            return Outcome(Action.QUEUE, None, [], None, queued=True, rule="kept-after-error", reason=str(exc))
     finally:
         claim.release()
 
@@ -352,9 +361,7 @@ def _plan(app: Realmem, cand: Candidate, trace: GateTrace) -> Plan:
     trace.decision = DecisionTrace(d.action, d.rule, list(d.target) if d.target else None, steps=d.steps,
                                    details=d.details)
     plan = Plan(d.action, d.rule, store, stored, d.target, cand.caption, cand.content, urgency=urgency)
-    if d.action == Action.REJECT:
-        plan.reason = gate.reject_reason(d)
-    elif d.action in (Action.EDIT, Action.MERGE):
+    if d.action in (Action.EDIT, Action.MERGE):
         _rewrite(app, plan, cand, trace)  # 6.
     elif d.action == Action.WIDEN:
         target = app.memory(d.target)  # type: ignore[arg-type]
@@ -559,9 +566,9 @@ def _changed_since(app: Realmem, snap: int) -> bool:
 
 # --- executing ----------------------------------------------------------------------------------
 
-def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
+def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, notes: list[Note]) -> Outcome:
     if plan.action == Action.QUEUE:
-        return _queue(app, cand, plan, trace, warnings)
+        return _queue(app, cand, plan, trace, notes)
     pk = _project_key(app)
     pending = _is_pending(app, cand.candidate_id)
     done = [ev.CandidateDone(cand.candidate_id, plan.action)] if pending else []
@@ -573,20 +580,12 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
     if plan.action == Action.REJECT:
         if done:
             app.emit(done)
-        return Outcome(Action.REJECT, None, f"Not stored: {plan.reason}.", warnings, trace)
+        return Outcome(Action.REJECT, None, notes, trace, rule=plan.rule, store=plan.store)
 
     if plan.action == Action.REINFORCE:
         assert plan.target is not None
         app.emit([ev.Reinforced(plan.target[0], plan.target[1], seq), *done])
-        m = app.memory(plan.target)
-        if m is None:
-            text = "Already known."
-        elif m.store != plan.store:  # covered by a memory in a wider store: no copy in the candidate's
-            text = (f"Already known: {_ref(m)} ({_scope_label(m.store)}; reinforced, no "
-                    f"{_scope_label(plan.store)} copy added).")
-        else:
-            text = f"Already known: {_ref(m)} (reinforced)."
-        return Outcome(Action.REINFORCE, m, text, warnings, trace)
+        return Outcome(Action.REINFORCE, app.memory(plan.target), notes, trace, rule=plan.rule, store=plan.store)
 
     if plan.action == Action.ADD:
         mem_id = ids.new_id()
@@ -601,10 +600,8 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
         app.emit([*events, *done])
         m = app.memory((plan.store, mem_id))
         assert m is not None
-        _shared_warning(app, m, warnings)
-        _unwritten_warning(app, m, warnings)
-        return Outcome(Action.ADD, m, _with_notes(f"Stored {_ref(m)} ({_scope_label(m.store)}).", warnings),
-                       warnings, trace)
+        _written_notes(app, m, notes)
+        return Outcome(Action.ADD, m, notes, trace, rule=plan.rule, store=plan.store)
 
     # edit | merge | widen: rewrite in place, same id.
     assert plan.target is not None
@@ -612,18 +609,11 @@ def _execute(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnin
     m = memories.edit(app, plan.target, caption=None if widen else plan.caption,
                       content=None if widen else plan.content, stored_paths=plan.new_paths,
                       reason=plan.action.value, decision=seq, extra=done)
-    _shared_warning(app, m, warnings)
-    _unwritten_warning(app, m, warnings)
-    if plan.action == Action.EDIT:
-        text = f"Updated {_ref(m)} ({_scope_label(m.store)}): the new fact replaced what conflicted."
-    elif plan.action == Action.MERGE:
-        text = f"Merged into {_ref(m)} ({_scope_label(m.store)})."
-    else:
-        text = f"Already known: {_ref(m)}; its paths now include {', '.join(map(inline, m.paths))}."
-    return Outcome(plan.action, m, _with_notes(text, warnings), warnings, trace)
+    _written_notes(app, m, notes)
+    return Outcome(plan.action, m, notes, trace, rule=plan.rule, store=plan.store)
 
 
-def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
+def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, notes: list[Note]) -> Outcome:
     pk = _project_key(app)
     attempts = queries.pending_attempts(app.conn, cand.candidate_id)
     trace.decision = attrs.evolve(trace.decision or DecisionTrace(), action=Action.QUEUE, rule=plan.rule,
@@ -638,44 +628,26 @@ def _queue(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings
                   ev.CandidateQueued(cand.candidate_id, pk, cand.cwd, cand.payload(pk), plan.reason,
                                      next_try(app, 0, plan.retry_after))]
     app.emit(events)  # queue bookkeeping is table-only: it never waits for the lease lock
-    if plan.rule == "no-judge":
-        text = f"Queued: {plan.reason}; it is judged and stored once a judge is reachable."
-    elif failed:
-        text = (f"Failed: {plan.reason}, {FAILED_AFTER} times; it stays queued but is no longer retried "
-                f"automatically. Fix the setting ({hint('settings', 'settings test')}), then {hint('retry')}.")
-    elif plan.rule == "lock-busy":
-        text = "Queued: another process holds the write lock; it will be retried automatically."
-    else:
-        text = f"Queued: {plan.reason}; it will be retried automatically."
-    return Outcome(Action.QUEUE, None, text, warnings, trace, queued=True)
-
-
+    return Outcome(Action.QUEUE, None, notes, trace, queued=True, rule=plan.rule, reason=plan.reason,
+                   failed=FAILED_AFTER if failed else 0)
 
 
 def _is_pending(app: Realmem, cid: str) -> bool:
     return queries.is_pending(app.conn, cid)
 
 
-def _shared_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:
+def _written_notes(app: Realmem, m: Memory, notes: list[Note]) -> None:
+    """What to say about a memory just written: git ignores its shared store, or it is recorded
+    but its store could not be written (read-only, full), which whoever asked must hear (the
+    model over rpc or MCP sees only the outcome's text)."""
     if app.project is not None and m.store == app.project.shared_store and _shared_ignored(app):
-        note = "note: .pi/realmem is ignored by git; this memory will not be committed"
-        if note not in warnings:
-            warnings.append(note)
-
-
-def _unwritten_warning(app: Realmem, m: Memory, warnings: list[str]) -> None:
-    """The memory is recorded but its store could not be written (read-only, full): say so to
-    whoever asked (the model over rpc or MCP sees only this text)."""
+        if Note("shared-ignored") not in notes:
+            notes.append(Note("shared-ignored"))
     path = f"{app.store_dir(m.store) / m.file}:"
     for why in app.projector.unwritten:
         if why.startswith(path):
-            warnings.append(f"note: recorded, but its fact file could not be written ({why}); "
-                            "realmem writes it once the store is writable again")
+            notes.append(Note("unwritten", why))
             return
-
-
-def _with_notes(text: str, warnings: list[str]) -> str:
-    return "\n".join([text, *warnings]) if warnings else text
 
 
 def _safe_holder(exc: LockTimeout) -> LockHolder | None:
@@ -694,105 +666,11 @@ def _timed(trace: GateTrace, name: str) -> Iterator[None]:
         trace.timings[name] = trace.timings.get(name, 0.0) + time.perf_counter() - start
 
 
-def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, warnings: list[str]) -> Outcome:
+def _dry_outcome(app: Realmem, cand: Candidate, plan: Plan, trace: GateTrace, notes: list[Note]) -> Outcome:
     m = app.memory(plan.target) if plan.target else None
-    if plan.action == Action.QUEUE:
-        text = f"Would queue: {plan.reason}."
-    elif plan.action == Action.REJECT:
-        text = f"Would not store: {plan.reason}."
-    elif plan.action == Action.ADD:
-        text = f"Would store as a new {_scope_label(plan.store)} memory: {plan.caption}."
-    elif m is not None:
-        text = f"Would {plan.action} {_ref(m)} ({_scope_label(m.store)})."
-    else:
-        text = f"Would {plan.action}."
     if trace.decision is None:
         trace.decision = DecisionTrace(plan.action, plan.rule)
     if plan.reason and trace.decision.reason is None:
         trace.decision.reason = plan.reason
-    return Outcome(plan.action, m, text, warnings, trace, queued=plan.action == Action.QUEUE)
-
-
-# --- the human view of a trace ------------------------------------------------------------------
-
-def render_trace(t: GateTrace, text: str | None = None) -> str:
-    """The trace as people read it: ``realmem debug`` (with the outcome's ``text`` last) and
-    ``realmem audit`` both print it through here."""
-    out: list[str] = []
-    c = t.candidate
-    out.append(f"Candidate: {c.caption}")
-    out.append(f"  scope {c.scope or '(judge decides)'} -> {c.scope_used or '?'}"
-               f" · paths {', '.join(map(inline, c.stored_paths or [])) or '(store default)'}"
-               f"{' · user requested' if c.user_requested else ''}")
-    s = t.safety or SafetyTrace()
-    out.append(f"Safety: {'ok' if s.ok and not s.findings else s.reason}")
-    if t.duplicate is not None:
-        d = t.duplicate
-        out.append(f"Exact duplicate of [{d.id}] {d.caption} ({store_kind(d.store)})")
-    e = t.embedding
-    if e is not None:
-        line = f"Embedding: {e.status}"
-        if e.dims:
-            line += f" · {e.dims} dims · {'cached' if e.cached else 'computed'}"
-        if e.note:
-            line += f" · {e.note}"
-        out.append(line)
-    if t.neighbours is not None:
-        out.extend(_render_neighbours(t.neighbours))
-    if t.judge is not None:
-        out.extend(_render_judge(t.judge))
-    dec = t.decision or DecisionTrace()
-    out.append(f"Decision: {dec.action or '-'} · rule {dec.rule}")
-    out.extend(f"  - {step}" for step in dec.steps)
-    th = dec.details.thresholds if dec.details is not None else None
-    if th:
-        out.append("  thresholds: " + ", ".join(f"{k}={v}" for k, v in th.items()))
-    if dec.reason:
-        out.append(f"  reason: {dec.reason}")
-    u = t.urgency
-    if u is not None:
-        probs = ", ".join(f"{lvl}={u.probabilities.get(str(i), 0):.2f}" for i, lvl in enumerate(("low", "mid", "high")))
-        conf = f" · confidence {u.confidence:.2f}" if u.confidence is not None else ""
-        out.append(f"Path urgency: {u.score:.2f} -> {u.tier} ({probs}{conf}); would show: {u.would_store}")
-    r = t.rewrite
-    if r is not None:
-        why = f" ({r.fallback_reason})" if r.fallback_reason else ""
-        out.append(f"Rewrite ({r.mode}{', deterministic fallback' + why if r.used_fallback else ''}):")
-        out.extend("  " + line for line in (r.diff or "(no change)").splitlines())
-    if t.replanned:
-        out.append("Note: the stores changed while judging; the decision was made again under the write lock.")
-    if text is not None:
-        out += ["", text]
-    return "\n".join(out)
-
-
-def _render_neighbours(ns: list[NeighbourTrace]) -> list[str]:
-    out = [f"Neighbours ({len(ns)}; {sum(1 for n in ns if n.judged)} shown to the judge):"]
-    if ns:
-        out.append(f"  {'id':<22}  {'scope':<8} {'cos':>6} {'bm25 rank/score':>16} {'rrf':>7}  caption")
-    for n in ns[:30]:
-        cos = f"{n.cos:.3f}" if n.cos is not None else "-"
-        bm = f"{n.bm25_rank}/{n.bm25:.3g}" if n.bm25_rank is not None and n.bm25 is not None else "-"
-        mark = "*" if n.judged else " "
-        out.append(f" {mark}{n.id:<22}  {n.scope:<8} {cos:>6} {bm:>16} {n.rrf:>7.4f}  {n.caption[:60]}")
-    return out
-
-
-def _render_judge(j: JudgeTrace) -> list[str]:
-    if not j.configured:
-        return ["Judge: not configured"]
-    if j.error:
-        return [f"Judge: {j.error}"]
-    usage = f", {int(j.usage['total_tokens'])} tokens" if "total_tokens" in j.usage else ""
-    who = j.judge if (j.judge or "").startswith("chat:") else j.model  # a System One trace names its model
-    out = [f"Judge: {who} ({count(int(j.requests or 0), 'request')}{usage})"]
-    for name, a in j.answers.items():
-        if a.type == "choice":
-            probs = ", ".join(f"{k}={v:.2f}" for k, v in sorted(a.probabilities.items(), key=lambda kv: -kv[1])[:5])
-            out.append(f"  {name:<14} {a.choice} (p={a.p or 0.0:.2f}) [{probs}]")
-        elif a.type == "score":
-            probs = ", ".join(f"{k}={v:.2f}" for k, v in a.probabilities.items())
-            out.append(f"  {name:<14} score {a.score or 0.0:.2f} (normalized {a.normalized or 0.0:.2f}) [{probs}]")
-        else:
-            out.append(f"  {name:<14} P(true)={a.p or 0.0:.2f}")
-    return out
+    return Outcome(plan.action, m, notes, trace, queued=plan.action == Action.QUEUE, rule=plan.rule,
+                   reason=plan.reason, store=plan.store, caption=plan.caption, dry_run=True)

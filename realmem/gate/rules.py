@@ -104,75 +104,89 @@ def decide(answers: Mapping[str, Answer], *, neighbours: Mapping[str, Target], c
         merge_with=_pick(answers, "merge_with", neighbours, t["mergeWith"]),
         importance=_importance(answers), durable=_noul(answers, "durable", 1.0), unsafe=_noul(answers, "unsafe", 0.0),
         user_requested=user_requested, thresholds=t)
-    steps: list[str] = []
-    cov, con, mer, action, unsafe = (details.covered_by, details.conflict_with, details.merge_with,
-                                     details.judge_action, details.unsafe)
+    r = _Rules(details, [], neighbours, cand_store, cand_abs_paths, overlap)
+    cov, con, mer, action = details.covered_by, details.conflict_with, details.merge_with, details.judge_action
 
-    def decision(act: Action, target: Key | None, rule: str) -> Decision:
-        return Decision(act, target, rule, details, steps)
-
-    def gated_add(rule: str) -> Decision:
-        gate = _gate(details, steps)
-        return decision(Action.REJECT, None, gate) if gate is not None else decision(Action.ADD, None, rule)
-
-    if unsafe >= t["unsafe"]:
-        steps.append(f"P(unsafe)={unsafe:.2f} >= {t['unsafe']}")
-        return decision(Action.REJECT, None, "unsafe")
-
-    def disjoint(target: Target) -> bool:
-        return bool(cand_abs_paths and target.abs_paths) and not overlap(cand_abs_paths, target.abs_paths)
-
+    if details.unsafe >= t["unsafe"]:
+        r.steps.append(f"P(unsafe)={details.unsafe:.2f} >= {t['unsafe']}")
+        return r.decision(Action.REJECT, None, "unsafe")
     if cov.confident and cov.id is not None:
-        target = neighbours[cov.id]
-        steps.append(f"covered_by {cov.id} p={cov.p:.2f} >= {t['coveredBy']}")
-        if not reaches(target.store, cand_store):
-            steps.append(f"the covering memory is in {target.store}, which does not reach everyone a memory in "
-                         f"{cand_store} would: Add")
-            return gated_add("covered-elsewhere")
-        if disjoint(target):
-            if target.store != cand_store:
-                steps.append(f"target paths do not overlap the candidate's, and widening them would edit a "
-                             f"memory in {target.store}: Add")
-                return gated_add("scope-differs")
-            steps.append("target paths do not overlap the candidate's: widen them")
-            return decision(Action.WIDEN, target.key, "covered-by-disjoint-paths")
-        if target.store != cand_store:
-            steps.append(f"the covering memory is in {target.store}, not the candidate's {cand_store}: reinforce it "
-                         "(reinforcing does not edit it), no copy is added")
-            return decision(Action.REINFORCE, target.key, "covered-by-other-store")
-        return decision(Action.REINFORCE, target.key, "covered-by")
+        return r.covered(cov)
 
-    chosen: tuple[Action, str, str] | None = None  # (action, id, rule)
     if con.confident and con.id is not None:
-        steps.append(f"conflict_with {con.id} p={con.p:.2f} >= {t['conflictWith']}: Edit over Add")
-        chosen = (Action.EDIT, con.id, "conflict-with")
-    elif action == "merge":
+        r.steps.append(f"conflict_with {con.id} p={con.p:.2f} >= {t['conflictWith']}: Edit over Add")
+        return r.onto(Action.EDIT, con.id, "conflict-with")
+    if action == "merge":
         if mer.confident and mer.id is not None:
-            steps.append(f"action Merge with merge_with {mer.id} p={mer.p:.2f} >= {t['mergeWith']}")
-            chosen = (Action.MERGE, mer.id, "merge-with")
-        else:
-            steps.append(f"action Merge but merge_with not confident (p={mer.p:.2f} < {t['mergeWith']})")
-            return gated_add("merge-without-target")
-    elif action in ("edit", "reinforce"):
-        steps.append(f"action {action.capitalize()} without a confident target pick")
-        return gated_add(f"{action}-without-target")
+            r.steps.append(f"action Merge with merge_with {mer.id} p={mer.p:.2f} >= {t['mergeWith']}")
+            return r.onto(Action.MERGE, mer.id, "merge-with")
+        r.steps.append(f"action Merge but merge_with not confident (p={mer.p:.2f} < {t['mergeWith']})")
+        return r.gated_add("merge-without-target")
+    if action in ("edit", "reinforce"):
+        r.steps.append(f"action {action.capitalize()} without a confident target pick")
+        return r.gated_add(f"{action}-without-target")
+    return r.gated_add("add")
 
-    if chosen is None:
-        return gated_add("add")
 
-    act, nid, rule = chosen
-    target = neighbours[nid]
-    if target.store != cand_store:
-        steps.append(f"target store {target.store} != candidate store {cand_store}: Add instead")
-        return gated_add("scope-differs")
-    if disjoint(target):
-        steps.append("target paths do not overlap the candidate's: not the same subject, Add instead")
-        return gated_add("disjoint-paths")
-    if act == Action.MERGE:
-        gate = _gate(details, steps)
-        if gate is not None:
-            return decision(Action.REJECT, None, gate)
-    return decision(act, target.key, rule)
+@attrs.define
+class _Rules:
+    """One candidate's decision under way: what the rules read, and the steps taken so far."""
+
+    details: GateDetails
+    steps: list[str]
+    neighbours: Mapping[str, Target]
+    cand_store: str
+    cand_abs_paths: list[str]
+    overlap: Callable[[list[str], list[str]], bool]
+
+    def decision(self, act: Action, target: Key | None, rule: str) -> Decision:
+        return Decision(act, target, rule, self.details, self.steps)
+
+    def gated_add(self, rule: str) -> Decision:
+        gate = _gate(self.details, self.steps)
+        return self.decision(Action.REJECT, None, gate) if gate is not None else self.decision(Action.ADD, None, rule)
+
+    def disjoint(self, target: Target) -> bool:
+        return bool(self.cand_abs_paths and target.abs_paths) and not self.overlap(self.cand_abs_paths,
+                                                                                    target.abs_paths)
+
+    def covered(self, cov: Pick) -> Decision:
+        """Rule 2: a confident covered_by reinforces or widens that neighbour, or leaves an Add."""
+        assert cov.id is not None
+        target, cand_store = self.neighbours[cov.id], self.cand_store
+        self.steps.append(f"covered_by {cov.id} p={cov.p:.2f} >= {self.details.thresholds['coveredBy']}")
+        if not reaches(target.store, cand_store):
+            self.steps.append(f"the covering memory is in {target.store}, which does not reach everyone a memory "
+                              f"in {cand_store} would: Add")
+            return self.gated_add("covered-elsewhere")
+        if self.disjoint(target):
+            if target.store != cand_store:
+                self.steps.append(f"target paths do not overlap the candidate's, and widening them would edit a "
+                                  f"memory in {target.store}: Add")
+                return self.gated_add("scope-differs")
+            self.steps.append("target paths do not overlap the candidate's: widen them")
+            return self.decision(Action.WIDEN, target.key, "covered-by-disjoint-paths")
+        if target.store != cand_store:
+            self.steps.append(f"the covering memory is in {target.store}, not the candidate's {cand_store}: "
+                              "reinforce it (reinforcing does not edit it), no copy is added")
+            return self.decision(Action.REINFORCE, target.key, "covered-by-other-store")
+        return self.decision(Action.REINFORCE, target.key, "covered-by")
+
+    def onto(self, act: Action, nid: str, rule: str) -> Decision:
+        """Rules 3-6 for an Edit or Merge onto neighbour ``nid``: an Add when it is another
+        store's or another subject's; a Merge passes the importance and durability gate."""
+        target = self.neighbours[nid]
+        if target.store != self.cand_store:
+            self.steps.append(f"target store {target.store} != candidate store {self.cand_store}: Add instead")
+            return self.gated_add("scope-differs")
+        if self.disjoint(target):
+            self.steps.append("target paths do not overlap the candidate's: not the same subject, Add instead")
+            return self.gated_add("disjoint-paths")
+        if act == Action.MERGE:
+            gate = _gate(self.details, self.steps)
+            if gate is not None:
+                return self.decision(Action.REJECT, None, gate)
+        return self.decision(act, target.key, rule)
 
 
 def _gate(details: GateDetails, steps: list[str]) -> str | None:
@@ -190,15 +204,3 @@ def _gate(details: GateDetails, steps: list[str]) -> str | None:
         return "not-durable"
     return None
 
-
-def reject_reason(decision: Decision) -> str:
-    """A short explanation of a rejection for the model."""
-    d = decision.details
-    t = d.thresholds
-    if decision.rule == "unsafe":
-        return f"judged unsafe (P={d.unsafe:.2f})"
-    if decision.rule == "not-important":
-        return f"judged not important enough ({d.importance:.2f} < {t.get('importance')})"
-    if decision.rule == "not-durable":
-        return f"judged not durable, it looks like task status (P={d.durable:.2f} < {t.get('durable')})"
-    return decision.rule

@@ -8,6 +8,7 @@ cache, so embedding-service time is excluded as the budgets require.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from realmem.read import embedder, freshness, recall
 from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import observe
+from realmem.write.attached import open_attached
 from realmem.app import Realmem
 from realmem.events import log
 from realmem.events import types as ev
@@ -71,7 +73,7 @@ def build(home: Path, root: Path, n: int, rng: random.Random) -> tuple[Realmem, 
     for m in modules[:200]:
         (root / m).mkdir(parents=True, exist_ok=True)
         (root / m / "main.py").write_text("x\n")
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     assert app.project is not None
     shared, personal = app.project.shared_store, app.project.personal_store
     # Written a month ago, so the history added below makes part of them stale (freshness on).
@@ -157,112 +159,147 @@ GROUPS = {
 
 def bench_size(n: int, *, quick: bool, progress: Callable[[str], None],
                only: set[str] | None = None) -> dict[str, Any]:
-    rng = random.Random(n)
-    iters = 60 if quick else 300
-    want = (lambda g: True) if not only else only.__contains__
-    out: dict[str, Any] = {"memories": n}
-    with tempfile.TemporaryDirectory(prefix="realmem-bench-") as tmp:
-        home, root = Path(tmp) / "home", Path(tmp) / "proj"
-        old_home, old_local = os.environ.get("HOME"), os.environ.get("REALMEM_EMBEDDING_LOCAL")
-        os.environ["HOME"] = tmp  # global paths resolve under the temp dir, never the real ~
-        # The store's vectors are the fake space; the bundled model is measured by its own group.
-        os.environ["REALMEM_EMBEDDING_LOCAL"] = "off"
-        try:
-            progress(f"[{n}] building the store by replaying its events…")
-            app, secs, nev = build(home, root, n, rng)
-            out["replay_cold"] = {"events": nev, "seconds": round(secs, 3), "events_per_s": round(nev / secs)}
-            if want("replay"):
-                progress(f"[{n}] replay of the live store (`realmem replay`)…")
-                # The median of three: one run of 10 s swings by a fifth with the machine's load.
-                runs = sorted((replay.replay(app) for _ in range(1 if quick else 3)), key=lambda r: r.seconds)
-                rep = runs[len(runs) // 2]
-                out["replay"] = {"events": rep.events, "seconds": round(rep.seconds, 3),
-                                 "events_per_s": round(rep.events / rep.seconds), "runs": len(runs)}
-            app.close()
+    """The groups picked by ``only`` (all when empty), measured on a fresh store of ``n`` memories."""
+    with tempfile.TemporaryDirectory(prefix="realmem-bench-") as tmp, _bench_env(tmp):
+        return _SizeBench(n, Path(tmp), quick=quick, progress=progress, only=only).run()
 
-            progress(f"[{n}] store open…")
-            a = observe.open_attached(home, root, scan=False)
-            time.sleep(observe._RACY_NS / 1e9 + 0.1)  # replay just wrote the files: let their dir stamps settle
-            observe.scan_stores(a)  # the session start that records them
-            a.close()
-            if want("open"):
-                opens = []
-                for _ in range(5 if quick else 15):
-                    t = time.perf_counter()
-                    a = observe.open_attached(home, root, scan=True)
-                    opens.append(time.perf_counter() - t)
-                    a.close()
-                out["store_open"] = _stats(opens)
 
-            app = observe.open_attached(home, root, scan=False)
-            if want("freshness"):
-                progress(f"[{n}] freshness: git history read and every memory checked, cold…")
+@contextlib.contextmanager
+def _bench_env(tmp: str) -> Iterator[None]:
+    old_home, old_local = os.environ.get("HOME"), os.environ.get("REALMEM_EMBEDDING_LOCAL")
+    os.environ["HOME"] = tmp  # global paths resolve under the temp dir, never the real ~
+    # The store's vectors are the fake space; the bundled model is measured by its own group.
+    os.environ["REALMEM_EMBEDDING_LOCAL"] = "off"
+    try:
+        yield
+    finally:
+        for var, old in (("HOME", old_home), ("REALMEM_EMBEDDING_LOCAL", old_local)):
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
+
+
+class _SizeBench:
+    """The groups measured on one store size, in order: one random stream, and the queries the
+    recall groups share, on ``self``; the results gather in ``out``."""
+
+    def __init__(self, n: int, tmp: Path, *, quick: bool, progress: Callable[[str], None],
+                 only: set[str] | None) -> None:
+        self.n, self.quick, self.progress, self.only = n, quick, progress, only
+        self.rng = random.Random(n)
+        self.iters = 60 if quick else 300
+        self.home, self.root = tmp / "home", tmp / "proj"
+        self.out: dict[str, Any] = {"memories": n}
+        self.queries: list[str] = []  # asked in process, then over rpc and of the local embedder
+
+    def want(self, group: str) -> bool:
+        return not self.only or group in self.only
+
+    def say(self, what: str) -> None:
+        self.progress(f"[{self.n}] {what}")
+
+    def run(self) -> dict[str, Any]:
+        self._build()
+        self._open()
+        self._in_process()
+        self._rpc()
+        self._processes()
+        if self.want("ingest"):
+            files_n = observe.SYNC_FILES + 100 if self.quick else 10_000  # quick: still past the background threshold
+            self.say(f"first observation of {files_n} pulled fact files…")
+            self.out["ingest"] = _bench_ingest(self.home, self.root, self.rng, files_n)
+            self.say(f"session start and first prompt with {files_n} more pulled files…")
+            self.out["first_prompt"] = _bench_first_prompt(self.home, self.root, self.rng, files_n)
+        if self.want("local"):
+            self.say("the bundled local embedder: throughput, then recall over an rpc child…")
+            self.out["local"] = _bench_local(self.home, self.root, self.rng, self.iters, self.queries)
+        return self.out
+
+    def _build(self) -> None:
+        self.say("building the store by replaying its events…")
+        app, secs, nev = build(self.home, self.root, self.n, self.rng)
+        self.out["replay_cold"] = {"events": nev, "seconds": round(secs, 3), "events_per_s": round(nev / secs)}
+        if self.want("replay"):
+            self.say("replay of the live store (`realmem replay`)…")
+            # The median of three: a single run swings with the machine's load.
+            runs = sorted((replay.replay(app) for _ in range(1 if self.quick else 3)), key=lambda r: r.seconds)
+            rep = runs[len(runs) // 2]
+            self.out["replay"] = {"events": rep.events, "seconds": round(rep.seconds, 3),
+                                  "events_per_s": round(rep.events / rep.seconds), "runs": len(runs)}
+        app.close()
+
+    def _open(self) -> None:
+        self.say("store open…")
+        a = open_attached(self.home, self.root, scan=False)
+        time.sleep(observe._RACY_NS / 1e9 + 0.1)  # replay just wrote the files: let their dir stamps settle
+        observe.scan_stores(a)  # the session start that records them
+        a.close()
+        if self.want("open"):
+            opens = []
+            for _ in range(5 if self.quick else 15):
                 t = time.perf_counter()
-                stale = freshness.check(app, app.memories())
-                out["freshness_cold"] = {"ms": round((time.perf_counter() - t) * 1000, 1), "stale": len(stale),
-                                         "commits": COMMITS}
-            queries: list[str] = []
-            if want("recall"):
-                progress(f"[{n}] recall in process (BM25 + vectors fused, hits counted)…")
-                samples = []
-                local = lambda _app, text: fake_embedding(text, DIMS)  # noqa: E731 (no service time)
-                for _ in range(iters):
-                    q = " ".join(rng.sample(WORDS, 3))
-                    t = time.perf_counter()
-                    recall.recall(app, queries=[q], embed=local)
-                    samples.append(time.perf_counter() - t)
-                out["recall"] = _stats(samples)
-                queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(iters)]
-                progress(f"[{n}] raw FTS5 MATCH on the same texts (the floor)…")
-                out["raw_fts5"] = _bench_raw_fts(app, queries)
-            app.close()
+                a = open_attached(self.home, self.root, scan=True)
+                opens.append(time.perf_counter() - t)
+                a.close()
+            self.out["store_open"] = _stats(opens)
 
-            if want("recall") or want("path_notes"):
-                progress(f"[{n}] path notes and recall over a real rpc child…")
-                notes, recalls, ready, rss = _bench_rpc(home, root, rng, iters if want("path_notes") else 0, queries)
-                if want("path_notes"):
-                    out["path_notes_rpc"] = notes
-                if want("recall"):
-                    out["recall_rpc"], out["rpc_ready"], out["rss_rpc_mb"] = recalls, ready, rss
-                    out["recall_rpc_ratio"] = {k: round(out["recall_rpc"][k] / max(out["raw_fts5"][k], 1e-6), 2)
-                                               for k in ("p50_ms", "p95_ms")}
+    def _in_process(self) -> None:
+        """Freshness and recall in this process, and the raw FTS5 floor."""
+        app = open_attached(self.home, self.root, scan=False)
+        if self.want("freshness"):
+            self.say("freshness: git history read and every memory checked, cold…")
+            t = time.perf_counter()
+            stale = freshness.check(app, app.memories())
+            self.out["freshness_cold"] = {"ms": round((time.perf_counter() - t) * 1000, 1), "stale": len(stale),
+                                          "commits": COMMITS}
+        if self.want("recall"):
+            self.say("recall in process (BM25 + vectors fused, hits counted)…")
+            samples = []
+            local = lambda _app, text: fake_embedding(text, DIMS)  # noqa: E731 (no service time)
+            for _ in range(self.iters):
+                q = " ".join(self.rng.sample(WORDS, 3))
+                t = time.perf_counter()
+                recall.recall(app, queries=[q], embed=local)
+                samples.append(time.perf_counter() - t)
+            self.out["recall"] = _stats(samples)
+            self.queries = [" ".join(self.rng.sample(WORDS, 3)) for _ in range(self.iters)]
+            self.say("raw FTS5 MATCH on the same texts (the floor)…")
+            self.out["raw_fts5"] = _bench_raw_fts(app, self.queries)
+        app.close()
 
-            if want("hook"):
-                progress(f"[{n}] Claude Code PostToolUse hook, process start included…")
-                out["claude_hook"] = _bench_hook(home, root, rng, iters)
+    def _rpc(self) -> None:
+        if not (self.want("recall") or self.want("path_notes")):
+            return
+        out = self.out
+        self.say("path notes and recall over a real rpc child…")
+        notes, recalls, ready, rss = _bench_rpc(self.home, self.root, self.rng,
+                                                self.iters if self.want("path_notes") else 0, self.queries)
+        if self.want("path_notes"):
+            out["path_notes_rpc"] = notes
+        if self.want("recall"):
+            out["recall_rpc"], out["rpc_ready"], out["rss_rpc_mb"] = recalls, ready, rss
+            out["recall_rpc_ratio"] = {k: round(out["recall_rpc"][k] / max(out["raw_fts5"][k], 1e-6), 2)
+                                       for k in ("p50_ms", "p95_ms")}
 
-            if want("mcp"):
-                progress(f"[{n}] MCP recall over stdio (SDK client)…")
-                out["mcp_recall"] = _bench_mcp(home, root, rng, max(20, iters // 3))
-
-            if want("gate"):
-                progress(f"[{n}] remember gate overhead…")
-                out["gate"] = _bench_gate(home, root, rng, max(20, iters // 5))
-
-            if want("status"):
-                progress(f"[{n}] `realmem status` from a cold process, beside `python -c pass`…")
-                out["status_cold"] = _bench_status(home, root, 7 if quick else 21)
-
-            if want("worker"):
-                progress(f"[{n}] worker peak memory…")
-                out["rss_worker_mb"] = _bench_worker_rss(home, root)
-
-            if want("ingest"):
-                files_n = observe.SYNC_FILES + 100 if quick else 10_000  # quick: still past the background threshold
-                progress(f"[{n}] first observation of {files_n} pulled fact files…")
-                out["ingest"] = _bench_ingest(home, root, rng, files_n)
-                progress(f"[{n}] session start and first prompt with {files_n} more pulled files…")
-                out["first_prompt"] = _bench_first_prompt(home, root, rng, files_n)
-            if want("local"):
-                progress(f"[{n}] the bundled local embedder: throughput, then recall over an rpc child…")
-                out["local"] = _bench_local(home, root, rng, iters, queries)
-        finally:
-            for var, old in (("HOME", old_home), ("REALMEM_EMBEDDING_LOCAL", old_local)):
-                if old is None:
-                    os.environ.pop(var, None)
-                else:
-                    os.environ[var] = old
-    return out
+    def _processes(self) -> None:
+        """The groups that each run realmem as its own process."""
+        home, root, rng, iters = self.home, self.root, self.rng, self.iters
+        if self.want("hook"):
+            self.say("Claude Code PostToolUse hook, process start included…")
+            self.out["claude_hook"] = _bench_hook(home, root, rng, iters)
+        if self.want("mcp"):
+            self.say("MCP recall over stdio (SDK client)…")
+            self.out["mcp_recall"] = _bench_mcp(home, root, rng, max(20, iters // 3))
+        if self.want("gate"):
+            self.say("remember gate overhead…")
+            self.out["gate"] = _bench_gate(home, root, rng, max(20, iters // 5))
+        if self.want("status"):
+            self.say("`realmem status` from a cold process, beside `python -c pass`…")
+            self.out["status_cold"] = _bench_status(home, root, 7 if self.quick else 21)
+        if self.want("worker"):
+            self.say("worker peak memory…")
+            self.out["rss_worker_mb"] = _bench_worker_rss(home, root)
 
 
 def _bench_local(home: Path, root: Path, rng: random.Random, iters: int, queries: list[str]) -> dict[str, Any]:
@@ -273,7 +310,7 @@ def _bench_local(home: Path, root: Path, rng: random.Random, iters: int, queries
     from realmem.clients.local_embedder import LocalEmbedder  # lazy: only this group loads the model
     model = LocalEmbedder()
     dims = model.dimensions
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     try:
         texts = [f"{m.caption}\n\n{m.content}" for m in app.memories()[:200]]
         t = time.perf_counter()
@@ -462,7 +499,7 @@ def _bench_gate(home: Path, root: Path, rng: random.Random, iters: int) -> dict[
         os.environ["REALMEM_SEMIF_URL"] = semif.url
         os.environ["REALMEM_EMBEDDING_URL"] = emb.url
         try:
-            app = observe.open_attached(home, root, scan=False)
+            app = open_attached(home, root, scan=False)
             # The store's vectors were cached under the build's space name; the fake endpoint's
             # own (its URL is part of it) would clear them, leaving the gate's KNN an empty index.
             built, served = index.active_fingerprint(app.conn), embedder.client(app).fingerprint()  # type: ignore[union-attr]
@@ -590,7 +627,7 @@ def _bench_ingest(home: Path, root: Path, rng: random.Random, count: int) -> dic
     """A full scan observing ``count`` new files (parse, safety scan, tokenize, one batched
     append), beside the floor: reading and hashing the same files."""
     import hashlib
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     paths = _pulled_files(app, rng, count, "a")
     t = time.perf_counter()
     for p in paths:
@@ -618,7 +655,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         assert earlier.stdin
         earlier.stdin.close()
         earlier.wait(timeout=600)
-    app = observe.open_attached(home, root, scan=False)
+    app = open_attached(home, root, scan=False)
     _pulled_files(app, rng, count, "b")
     app.close()
     proc = _spawn_rpc(home)
@@ -630,7 +667,7 @@ def _bench_first_prompt(home: Path, root: Path, rng: random.Random, count: int) 
         wait = time.perf_counter() - t
         deadline = time.monotonic() + 600
         while True:  # the background read commits in batches: wait for all of them before the next row
-            with observe.open_attached(home, root, scan=False) as a:
+            with open_attached(home, root, scan=False) as a:
                 seen = a.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE '% pulled b %'").fetchone()[0]
             if seen == count or time.monotonic() > deadline:
                 break
@@ -650,20 +687,33 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every performance budget as a row: the measured figure,
     the floor measured in the same run where there is one, the target, and the ratio of the
     figure to its target (<= 1 meets it)."""
-    out: list[dict[str, Any]] = []
+    table = _Rows()
+    for r in results:
+        n = r["memories"]
+        for part in (table.waits, table.recall, table.memory, table.hooks, table.throughput):
+            part(n, r)
+    return table.out
 
-    def row(n: int, name: str, measured: float, unit: str, target: float | None, *, floor: float | None = None,
+
+class _Rows:
+    """The rows of ``rows`` as they are added, in the table's order."""
+
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+
+    def row(self, n: int, name: str, measured: float, unit: str, target: float | None, *, floor: float | None = None,
             floor_what: str = "", target_text: str = "", higher_is_better: bool = False) -> None:
         exact = None
         if target:
             exact = (target / measured if higher_is_better else measured / target) if measured else 0.0
-        out.append({"memories": n, "row": name, "measured": measured, "unit": unit, "floor": floor,
-                    "floor_what": floor_what, "target": target, "target_text": target_text,
-                    "ratio": None if exact is None else round(exact, 2),
-                    "ok": None if exact is None else exact <= 1.0})  # not the rounded ratio: 1.004 misses
+        self.out.append({"memories": n, "row": name, "measured": measured, "unit": unit, "floor": floor,
+                         "floor_what": floor_what, "target": target, "target_text": target_text,
+                         "ratio": None if exact is None else round(exact, 2),
+                         "ok": None if exact is None else exact <= 1.0})  # not the rounded ratio: 1.004 misses
 
-    for r in results:
-        n = r["memories"]
+    def waits(self, n: int, r: dict[str, Any]) -> None:
+        """A cold command, observing a pull, and the first prompt after one."""
+        row = self.row
         st = r.get("status_cold")
         if st:
             f = st["floor"]["p50_ms"]
@@ -677,6 +727,10 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if fp:
             row(n, f"first prompt wait, {fp['files']} new files", fp["wait_ms"], "ms", 1000.0,
                 target_text="<= 1 s", floor_what=f"all observed after {fp['all_observed_s']} s")
+
+    def recall(self, n: int, r: dict[str, Any]) -> None:
+        """Recall over rpc against its floor, store open, the gate, and the local embedder."""
+        row = self.row
         rr, raw = r.get("recall_rpc"), r.get("raw_fts5")
         if rr and raw:
             for p in ("p50", "p95"):
@@ -702,12 +756,18 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "ms", None, target_text="(reported)")
             row(n, "local embedder: 1,000 facts embedded", lo["embed_s_per_1000"], "s", None, target_text="(reported)")
             row(n, "rpc child peak RSS, model loaded", lo["rss_mb"], "MB", 300.0, target_text="<= 300 MB")
+
+    def memory(self, n: int, r: dict[str, Any]) -> None:
         rss = r.get("rss_rpc_mb")
         if rss:
-            row(n, "rpc child peak RSS", rss["mb"], "MB", 150.0, target_text="<= 150 MB")
+            self.row(n, "rpc child peak RSS", rss["mb"], "MB", 150.0, target_text="<= 150 MB")
         wr = r.get("rss_worker_mb")
         if wr:
-            row(n, "worker peak RSS", wr["mb"], "MB", None, target_text="(reported)")
+            self.row(n, "worker peak RSS", wr["mb"], "MB", None, target_text="(reported)")
+
+    def hooks(self, n: int, r: dict[str, Any]) -> None:
+        """What an agent waits for: path notes, the Claude Code hook, MCP and in-process recall."""
+        row = self.row
         pn = r.get("path_notes_rpc")
         if pn:
             row(n, "path-note hook over rpc p95", pn["p95_ms"], "ms", 5.0, target_text="<= 5 ms")
@@ -723,6 +783,10 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if rec:
             row(n, "recall in process p95", rec["p95_ms"], "ms", budget("recall", n),
                 target_text=f"<= {budget('recall', n):g} ms" if budget("recall", n) else "(reported)")
+
+    def throughput(self, n: int, r: dict[str, Any]) -> None:
+        """Replay, the rpc child's start, and freshness."""
+        row = self.row
         rp = r.get("replay")
         if rp:
             runs = rp.get("runs", 1)
@@ -738,10 +802,9 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if fc:
             row(n, f"freshness cold ({fc['commits']} commits, {fc['stale']} stale)", fc["ms"], "ms", None,
                 target_text="(reported)")
-            if pn:
-                row(n, "path notes with a freshness flag", pn.get("flagged_notes", 0), "notes", None,
+            if r.get("path_notes_rpc"):
+                row(n, "path notes with a freshness flag", r["path_notes_rpc"].get("flagged_notes", 0), "notes", None,
                     target_text="(reported)")
-    return out
 
 
 # Budgets in ms at 10k memories, plus recall in process at 100k (``budget``).  The rows above

@@ -2,7 +2,9 @@
 events, worker, rpc, mcp, hook-server, install, bench and eval.  A thin layer over
 ``realmem.interface.commands`` and ``realmem.interface.tools``, which the rpc child calls too:
 a command parses its arguments, calls one function, asks for confirmation where it writes,
-and prints the text (or the details with --json).  Each command imports what it needs inside its body, so `realmem rpc`
+and prints the text (or the details with --json).  A command the registry declares
+(``realmem.interface.registry``) takes its options from there and its function through it,
+imported on first call; the others import what they need inside their body.  So `realmem rpc`
 and `realmem worker` start without loading the whole gate.
 
 Exit codes: 0 success, 1 refused or not found, 2 usage error.
@@ -12,8 +14,8 @@ from __future__ import annotations
 
 import gc
 
-# Start-up time: importing click, attrs and realmem builds ~100k objects, and the collector
-# would scan them a dozen times for cycles that are not there (a fifth of `realmem status`).
+# Start-up time: importing click, attrs and realmem builds many objects, and the collector
+# would scan them again and again for cycles that are not there.
 # What the imports build lives as long as the process: frozen below, never scanned again.
 _GC_WAS_ENABLED = gc.isenabled()
 gc.disable()
@@ -23,17 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import apsw
 import click
 
 from realmem import errors, logs
-from realmem.storage import db
 from realmem.stores import ids
-from realmem.write import observe
 from realmem.app import Realmem, RealmemError
+from realmem.interface.entry import Entry, Request
 from realmem.config import Config, home_dir, override
 from realmem.events.types import Action
-from realmem.stores.project import SCOPES
+from realmem.interface import registry
 from realmem.words import count
 
 
@@ -52,24 +52,25 @@ def _fail(message: str, code: int = errors.REFUSED) -> NoReturn:
 
 
 class Ctx:
-    def __init__(self, home: str | None, cwd: str | None, verbose: bool = False) -> None:
+    """A command's settings and its request (``Group.invoke`` starts it, so every command
+    enters through ``realmem.interface.entry``)."""
+
+    def __init__(self, home: str | None, cwd: str | None, verbose: bool, request: Request) -> None:
         self.home = home
         self.cwd = cwd
         self.verbose = verbose
-        self._app: Realmem | None = None
+        self.request = request
 
     def app(self, *, scan: bool = True, attach: bool = True) -> Realmem:
         """The writer for --cwd: its stores registered (``attach``), outside changes recorded
         (``scan``).  ``attach=False`` appends nothing: replay rebuilds from the log as it is."""
-        if self._app is None:
-            if self.cwd is not None and not Path(self.cwd).is_dir():  # never invent a project there
-                raise errors.UsageError(f"--cwd {self.cwd} is not an existing directory")
-            app = Realmem.open(self.home, self.cwd)
-            self._app = observe.attach(app, scan=scan) if attach else app
-        return self._app
+        if self.request.used is None and self.cwd is not None and not Path(self.cwd).is_dir():
+            raise errors.UsageError(f"--cwd {self.cwd} is not an existing directory")  # never invent a project there
+        return self.request.app(self.cwd, scan=scan, attach=attach)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
+REQUEST = "realmem.request"  # ctx.meta: the command's request, for its Ctx
 
 
 class Group(click.Group):
@@ -91,20 +92,15 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            result = super().invoke(ctx)
+            # The entry follows the log after the command, and names the file of a read-only,
+            # full or damaged REALMEM_HOME in one line (``StorageError``).
+            with Entry(ctx.params.get("home")).request() as request:
+                ctx.meta[REQUEST] = request
+                result = super().invoke(ctx)
         except errors.Error as exc:
             _fail(str(exc), errors.code_of(exc))
-        except (apsw.Error, OSError) as exc:  # a read-only, full or damaged REALMEM_HOME: one line
-            home = ctx.obj.home if isinstance(ctx.obj, Ctx) else None
-            if (err := db.storage_error(exc, home_dir(home) / "realmem.sqlite")) is None:
-                raise
-            _fail(str(err), errors.code_of(err))
-        finally:
-            if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
-                from realmem.jobs import policy  # lazy, like every command's own imports
-                policy.follow_app(ctx.obj._app)  # queue the background work the command's events call for
-        if isinstance(ctx.obj, Ctx) and ctx.obj._app is not None:
-            _unwritten_files(ctx.obj._app)
+        if request.used is not None:
+            _unwritten_files(request.used)
         return result
 
 
@@ -134,7 +130,7 @@ def cli(ctx: click.Context, home: str | None, cwd: str | None, verbose: bool) ->
         logs.configure("info")
     else:
         logs.configure(file=home_dir(home) / "realmem.log")
-    ctx.obj = Ctx(home, cwd, verbose)
+    ctx.obj = Ctx(home, cwd, verbose, ctx.meta[REQUEST])
 
 
 # --- remembering --------------------------------------------------------------------------
@@ -166,121 +162,137 @@ def _bad_argument() -> str | None:
     return None
 
 
-def _remember_options(f):  # type: ignore[no-untyped-def]
-    f = _max_questions(f)
-    f = click.option("--json", "as_json", is_flag=True)(f)
-    f = click.option("--path", "paths", multiple=True, help="file, directory or glob (repeatable)")(f)
-    f = click.option("--scope", type=click.Choice(SCOPES))(f)
-    f = click.option("--content", required=True, callback=_text)(f)
-    f = click.option("--caption", required=True, callback=_text)(f)
-    return f
+def _run(name: str, target: Any, /, **given: Any) -> Any:
+    """Registry command ``name``'s CLI function on ``target`` (the app or the Config), imported
+    on first use: a command that is not run loads nothing."""
+    return registry.COMMANDS[name].function(cli=True)(target, **given)
 
 
-def _remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
-              as_json: bool, source: str) -> None:
-    from realmem.interface import commands  # lazy: start-up
-    out = commands.remember(c.app(), caption=caption, content=content, scope=scope, paths=paths,
-                            user_requested=user_requested, source=source)
+def _registered(name: str, *, skip: tuple[str, ...] = (), **custom: Any) -> Any:
+    """The click params of registry command ``name``, generated from its params (``custom``
+    replaces one): a command's params are stated once, for the CLI as for rpc and MCP."""
+    def apply(f: Any) -> Any:
+        for param in reversed(registry.COMMANDS[name].params):
+            if param.cli is not None and param.name not in skip:
+                f = (custom.get(param.name) or _click_param(param))(f)
+        return f
+    return apply
+
+
+def _click_param(param: registry.Param) -> Any:
+    """A registry param as a click option (``--name`` or its ``cli`` spelling) or, spelled in
+    capitals, an argument; the handler's keyword is its name in the function."""
+    kind: Any = click.Choice(param.choices) if param.choices else \
+        click.IntRange(1, registry.MAX_INT) if param.type == "int" else None
+    if param.cli and param.cli.isupper():
+        many = param.type == "strs"
+        metavar = param.cli if param.required else f"[{param.cli}]"
+        return click.argument(param.keyword, metavar=metavar + ("..." if many else ""), nargs=-1 if many else 1,
+                              required=param.required, type=kind)
+    flag = param.cli or "--" + param.name.replace("_", "-")
+    if param.type == "bool":
+        return click.option(f"{flag}/--no-{flag[2:]}" if param.default else flag, param.keyword, is_flag=True,
+                            default=bool(param.default), help=param.help)
+    default = param.default if param.type == "int" and not param.required else None
+    return click.option(flag, param.keyword, required=param.required, multiple=param.type == "strs", type=kind,
+                        default=default, show_default=default is not None, help=param.help,
+                        callback=_text if param.type == "text" else None)
+
+
+def _words(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str | None:
+    """The words of a QUERY argument as one query."""
+    return " ".join(value) or None
+
+
+def _query(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str]:
+    """The words of recall's QUERY argument as its one query."""
+    return [" ".join(value)] if value else []
+
+
+def _remember(c: Ctx, as_json: bool, given: dict[str, Any]) -> None:
+    out = _run("remember", c.app(), **given)
     _print(out, as_json)
     if out["details"]["action"] in (Action.REFUSE, Action.REJECT):
         sys.exit(errors.REFUSED)
-    if warned := commands.check_paths(c.app(), paths)["text"]:  # the add screen's paths check, on stderr
+    if warned := _run("check_paths", c.app(), raw=given["paths"])["text"]:  # the add screen's check, on stderr
         click.echo(warned, err=True)
 
 
 @cli.command()
-@_remember_options
-@click.option("--user-requested", is_flag=True, help="the user asked for it: bypass the importance gate")
-@pass_ctx
-def remember(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
-             as_json: bool) -> None:
-    """The agent's remember path, gate included; prints the decision."""
-    _remember(c, caption, content, scope, paths, user_requested, as_json, "remember")
-
-
-@cli.command()
-@_remember_options
-@pass_ctx
-def add(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], as_json: bool) -> None:
-    """Remember a fact yourself (user_requested)."""
-    _remember(c, caption, content, scope, paths, True, as_json, "add")
-
-
-@cli.command()
-@click.option("--caption", required=True, callback=_text)
-@click.option("--content", required=True, callback=_text)
-@click.option("--scope", type=click.Choice(SCOPES))
-@click.option("--path", "paths", multiple=True)
-@click.option("--user-requested", is_flag=True)
-@click.option("--write", is_flag=True, help="perform the write for real")
+@_registered("remember")
 @click.option("--json", "as_json", is_flag=True)
 @_max_questions
 @pass_ctx
-def debug(c: Ctx, caption: str, content: str, scope: str | None, paths: tuple[str, ...], user_requested: bool,
-          write: bool, as_json: bool) -> None:
+def remember(c: Ctx, as_json: bool, **given: Any) -> None:
+    """The agent's remember path, gate included; prints the decision."""
+    _remember(c, as_json, given)
+
+
+@cli.command()
+@_registered("remember", skip=("user_requested",))
+@click.option("--json", "as_json", is_flag=True)
+@_max_questions
+@pass_ctx
+def add(c: Ctx, as_json: bool, **given: Any) -> None:
+    """Remember a fact yourself (user_requested)."""
+    _remember(c, as_json, given | {"user_requested": True, "source": "add"})
+
+
+@cli.command()
+@_registered("debug")
+@click.option("--json", "as_json", is_flag=True)
+@_max_questions
+@pass_ctx
+def debug(c: Ctx, as_json: bool, **given: Any) -> None:
     """Dry-run the remember path and show the full trace."""
-    from realmem.interface import commands  # lazy: start-up
-    _print(commands.debug(c.app(), caption=caption, content=content, scope=scope, paths=paths,
-                          user_requested=user_requested, write=write), as_json)
+    _print(_run("debug", c.app(), **given), as_json)
 
 
 @cli.command()
 @pass_ctx
 def retry(c: Ctx) -> None:
     """Retry this project's queued candidates now (the worker also retries them with backoff)."""
-    from realmem.interface import commands  # lazy: start-up
-    click.echo(commands.retry(c.app(), progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))["text"])
+    click.echo(_run("retry", c.app(), progress=lambda d, t: click.echo(f"  {d}/{t}", err=True))["text"])
 
 
 # --- reading ------------------------------------------------------------------------------
 
 @cli.command()
-@click.argument("query", nargs=-1)
-@click.option("--path", "paths", multiple=True)
-@click.option("--id", "id_values", multiple=True)
-@click.option("--scope", type=click.Choice(SCOPES))
-@click.option("--page", default=1, show_default=True)
+@_registered("recall", queries=click.argument("queries", nargs=-1, metavar="[QUERY]...", callback=_query))
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
-def recall(c: Ctx, query: tuple[str, ...], paths: tuple[str, ...], id_values: tuple[str, ...], scope: str | None,
-           page: int, as_json: bool) -> None:
+def recall(c: Ctx, as_json: bool, **given: Any) -> None:
     """Hybrid search, ranked by path, then used, then relevance."""
-    from realmem.interface import commands  # lazy: start-up
-    found = commands.recall(c.app(), queries=[" ".join(query)] if query else [], paths=paths, id_values=id_values,
-                            page=page, scope=scope)
+    found = _run("recall", c.app(), **given)
     _print(found, as_json)
     if found["failed"]:
         sys.exit(errors.REFUSED)
 
 
 @cli.command(name="list")
-@click.option("--scope", type=click.Choice(SCOPES))
-@click.option("--page", default=1, show_default=True)
+@_registered("list")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
-def list_cmd(c: Ctx, scope: str | None, page: int, as_json: bool) -> None:
+def list_cmd(c: Ctx, as_json: bool, **given: Any) -> None:
     """Every memory, sorted by path, then used."""
-    from realmem.interface import commands  # lazy: start-up
-    _print(commands.listing(c.app(), page=page, scope=scope), as_json)
+    _print(_run("list", c.app(), **given), as_json)
 
 
 @cli.command()
-@click.argument("id_value")
+@_registered("show")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
-def show(c: Ctx, id_value: str, as_json: bool) -> None:
+def show(c: Ctx, as_json: bool, **given: Any) -> None:
     """One memory with its metadata."""
-    from realmem.interface import commands  # lazy: start-up
-    _print(commands.show_text(c.app(), id_value), as_json)
+    _print(_run("show", c.app(), **given), as_json)
 
 
 @cli.command()
-@click.argument("id_values", nargs=-1, required=True)
+@_registered("forget")
 @pass_ctx
-def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
+def forget(c: Ctx, **given: Any) -> None:
     """Delete memories by id (or unique prefix)."""
-    from realmem.interface.tools import forget as forget_ids  # lazy: start-up
-    click.echo(forget_ids(c.app(), id_values)["text"])
+    click.echo(_run("forget", c.app(), **given)["text"])
 
 
 @cli.command()
@@ -288,9 +300,9 @@ def forget(c: Ctx, id_values: tuple[str, ...]) -> None:
 @pass_ctx
 def status(c: Ctx, as_json: bool) -> None:
     """Counts per store, queue, worker, endpoints, gitignore warning."""
-    from realmem.interface import status as st  # not tools.status: that loads the gate, and status must start fast
+    from realmem.interface import render, status as st  # not tools.status: it loads the gate; status starts fast
     info = st.gather(c.app())
-    _out(info) if as_json else click.echo(st.text(info))
+    _out(info) if as_json else click.echo(render.status_text(info))
 
 
 @cli.command()
@@ -391,7 +403,7 @@ def audit(c: Ctx, id_value: str, as_json: bool) -> None:
         return
     from realmem.events import trace as gate_trace  # lazy: start-up
     from realmem.events import types as ev  # lazy: start-up
-    from realmem.gate.remember import render_trace  # lazy: start-up
+    from realmem.interface.render import render_trace  # lazy: start-up
     for env in envs:
         click.echo(_event_line(env))
         if isinstance(env.event, ev.Decided):
@@ -423,32 +435,28 @@ def events(c: Ctx, since: int, as_json: bool) -> None:
 @pass_ctx
 def reindex(c: Ctx) -> None:
     """Rebuild the FTS5 and vector indexes from the memories and the embeddings cache."""
-    from realmem.interface import commands  # lazy: start-up
-    click.echo(commands.reindex(c.app())["text"])
+    click.echo(_run("reindex", c.app())["text"])
 
 
 @cli.command()
 @pass_ctx
 def embed(c: Ctx) -> None:
     """Embed every memory that has no cached vector in the current embedding space."""
-    from realmem.interface import commands  # lazy: start-up
-    click.echo(commands.embed(c.app(), progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))["text"])
+    click.echo(_run("embed", c.app(), progress=lambda d, t: click.echo(f"  embedded {d}/{t}", err=True))["text"])
 
 
 @cli.command()
-@click.argument("scopes", nargs=-1, type=click.Choice(SCOPES))
-@click.option("--no-paths", is_flag=True, help="skip the path revision pass")
+@_registered("consolidate")
 @click.option("--json", "as_json", is_flag=True)
 @_max_questions
 @pass_ctx
-def consolidate(c: Ctx, scopes: tuple[str, ...], no_paths: bool, as_json: bool) -> None:
+def consolidate(c: Ctx, as_json: bool, **given: Any) -> None:
     """Shrink and clean the memory base (Ctrl-C cancels and writes nothing)."""
     from realmem.interface import commands  # lazy: start-up
     try:
-        done = commands.consolidate(c.app(), stores=scopes, revise_paths=not no_paths,
-                                    progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
+        done = _run("consolidate", c.app(), **given, progress=lambda d, t, m: click.echo(f"  {d}/{t} {m}", err=True))
     except KeyboardInterrupt:
-        _print(commands.consolidate_cancelled(c.app(), scopes), as_json)
+        _print(commands.consolidate_cancelled(c.app(), given["stores"]), as_json)
         sys.exit(errors.REFUSED)
     _print(done, as_json)
 
@@ -463,8 +471,7 @@ def settings() -> None:
 @pass_ctx
 def settings_show(c: Ctx, as_json: bool) -> None:
     """Every setting: section, value (keys masked), source (default, file, env)."""
-    from realmem.interface import settings as st  # lazy: start-up
-    shown = st.show(Config(home_dir(c.home)))
+    shown = _run("settings_get", Config(home_dir(c.home)))
     if as_json:  # keyed by setting, for scripts (`jq '."gate.importance".value'`)
         _out({i["key"]: {"value": i["value"], "source": i["source"], **({"problem": i["problem"]} if i["problem"] else {})}
               for i in shown["details"]["items"]})
@@ -473,13 +480,11 @@ def settings_show(c: Ctx, as_json: bool) -> None:
 
 
 @settings.command(name="set")
-@click.argument("key")
-@click.argument("value")
+@_registered("settings_set")
 @pass_ctx
-def settings_set(c: Ctx, key: str, value: str) -> None:
+def settings_set(c: Ctx, **given: Any) -> None:
     """Set KEY to VALUE in config.json (keys may be $VAR or env:VAR)."""
-    from realmem.interface import settings as st  # lazy: start-up
-    click.echo(st.set_value(Config(home_dir(c.home)), key, value)["text"])
+    click.echo(_run("settings_set", Config(home_dir(c.home)), **given)["text"])
 
 
 @settings.command(name="unset")
@@ -495,34 +500,29 @@ def settings_unset(c: Ctx, key: str) -> None:
 @pass_ctx
 def settings_test(c: Ctx) -> None:
     """Connectivity test of every configured endpoint."""
-    from realmem.interface import settings as st  # lazy: start-up
-    tested = st.connectivity(Config(home_dir(c.home)))
+    tested = _run("settings_test", Config(home_dir(c.home)))
     click.echo(tested["text"])
     sys.exit(errors.REFUSED if tested["failed"] else 0)
 
 
 @settings.command(name="models")
-@click.argument("endpoint", type=click.Choice(["semif", "embedding", "rewriter"]))
+@_registered("settings_models")
 @pass_ctx
-def settings_models(c: Ctx, endpoint: str) -> None:
+def settings_models(c: Ctx, **given: Any) -> None:
     """List the models the endpoint's /v1/models offers."""
-    from realmem.interface import settings as st  # lazy: start-up
-    if listed := st.models(Config(home_dir(c.home)), endpoint)["text"]:
+    if listed := _run("settings_models", Config(home_dir(c.home)), **given)["text"]:
         click.echo(listed)
 
 
 @cli.command(name="import")
-@click.argument("files", nargs=-1)
-@click.option("--force", is_flag=True, help="import again files that are already imported and unchanged")
+@_registered("import_begin")
 @pass_ctx
-def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
+def import_cmd(c: Ctx, **given: Any) -> None:
     """Split AGENTS.md / CLAUDE.md into facts (through the chat model) and remember them.
 
     Example: realmem import AGENTS.md
     """
-    from realmem.interface import commands  # lazy: start-up
-    done = commands.import_files(c.app(), files, force=force,
-                                 progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True))
+    done = _run("import_begin", c.app(), **given, progress=lambda d, t, f: click.echo(f"  {f}: {d}/{t}", err=True))
     click.echo(done["text"])
     if done["failed"]:
         sys.exit(errors.REFUSED)
@@ -533,15 +533,14 @@ def import_cmd(c: Ctx, files: tuple[str, ...], force: bool) -> None:
 @pass_ctx
 def prune_paths(c: Ctx, yes: bool) -> None:
     """Drop paths that no longer exist; a memory whose paths are all gone is deleted."""
-    from realmem.interface import commands  # lazy: start-up
     app = c.app()
-    plan = commands.prune_paths(app, apply=False)
+    plan = _run("prune_paths", app, apply=False)
     click.echo(plan["text"])
     if not plan["details"]["changes"]:
         return
     if not yes and not click.confirm("Apply these changes?", default=False):
         sys.exit(errors.REFUSED)
-    done = commands.prune_paths(app, apply=True)["details"]["changes"]
+    done = _run("prune_paths", app, apply=True)["details"]["changes"]
     click.echo(f"Pruned {count(len(done), 'memory')}.")
 
 
@@ -551,9 +550,8 @@ def prune_paths(c: Ctx, yes: bool) -> None:
 @pass_ctx
 def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
     """Check whether .pi/realmem is ignored by git and append the verified fix."""
-    from realmem.interface import commands  # lazy: start-up
     app = c.app(scan=False)
-    checked = commands.gitignore_check(app, offer_fix=not check_only)
+    checked = _run("gitignore_check", app, offer_fix=not check_only)
     click.echo(checked["text"])
     if not checked["details"]["ignored"]:
         return
@@ -561,21 +559,19 @@ def fix_gitignore(c: Ctx, check_only: bool, yes: bool) -> None:
         sys.exit(errors.REFUSED)
     if not yes and not click.confirm("Append it?", default=False):
         sys.exit(errors.REFUSED)
-    after = commands.gitignore_fix(app)["details"]
+    after = _run("gitignore_fix", app)["details"]
     click.echo("Fixed: .pi/realmem is no longer ignored." if not after["ignored"] else "Still ignored!")
     sys.exit(errors.REFUSED if after["ignored"] else 0)
 
 
 @cli.command()
-@click.argument("query", nargs=-1)
-@click.option("--semantic", is_flag=True, help="hybrid search instead of a substring filter")
+@_registered("manage_list", query=click.argument("query", nargs=-1, metavar="[QUERY]...", callback=_words))
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
-def manage(c: Ctx, query: tuple[str, ...], semantic: bool, as_json: bool) -> None:
+def manage(c: Ctx, as_json: bool, **given: Any) -> None:
     """Browse memories with urgency glyphs (● full · ◐ caption · ○ count · ? unjudged; ✗ missing path;
     Δ changed in git since written; Q quarantined)."""
-    from realmem.interface import commands  # lazy: start-up
-    listed = commands.manage_list(c.app(), query=" ".join(query) or None, semantic=semantic)
+    listed = _run("manage_list", c.app(), **given)
     _out(listed["details"]["items"]) if as_json else click.echo(listed["text"])
 
 
@@ -605,12 +601,11 @@ def stale(c: Ctx, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("id_value")
+@_registered("approve")
 @pass_ctx
-def approve(c: Ctx, id_value: str) -> None:
+def approve(c: Ctx, **given: Any) -> None:
     """Release a quarantined memory (it failed the safety scan when it arrived from outside)."""
-    from realmem.interface import commands  # lazy: start-up
-    click.echo(commands.approve(c.app(), id_value)["text"])
+    click.echo(_run("approve", c.app(), **given)["text"])
 
 
 @cli.command()

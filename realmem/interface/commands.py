@@ -30,7 +30,7 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.events.trace import dump as dump_trace
 from realmem.jobs import consolidate as consolidate_mod
 from realmem.projections import index, queries
-from realmem.gate.remember import remember as remember_mod, render_trace, retry as retry_queued
+from realmem.gate.remember import remember as remember_mod, retry as retry_queued
 from realmem.words import count
 
 Result = dict[str, Any]
@@ -107,28 +107,27 @@ def embed(app: Realmem, progress: Callable[[int, int], None] | None = None) -> R
 
 def retry(app: Realmem, progress: Callable[[int, int], None] | None = None) -> Result:
     outs = retry_queued(app, force=True, progress=progress)
-    return {"text": "\n".join(o.text for o in outs) or "Nothing queued for this project.",
-            "details": {"outcomes": [{"action": o.action, "text": o.text} for o in outs]}}
+    return {"text": "\n".join(map(render.outcome_text, outs)) or "Nothing queued for this project.",
+            "details": {"outcomes": [{"action": o.action, "text": render.outcome_text(o)} for o in outs]}}
 
 
-def debug(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
-          user_requested: bool = False, write: bool = False) -> Result:
-    """The remember path with its full trace; writes nothing unless ``write``."""
-    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                       source="debug", dry_run=not write)
+def debug(app: Realmem, *, write: bool = False, **fact: Any) -> Result:
+    """The remember path with its full trace; writes nothing unless ``write``.  ``fact``: the
+    gate's remember params."""
+    out = remember_mod(app, **fact, source="debug", dry_run=not write)
     assert out.trace is not None  # remember always traces; only a failed retry has none
-    return {"text": render_trace(out.trace, out.text),
-            "details": {"action": out.action, "text": out.text, "trace": dump_trace(out.trace), "written": write}}
+    text = render.outcome_text(out)
+    return {"text": render.render_trace(out.trace, text),
+            "details": {"action": out.action, "text": text, "trace": dump_trace(out.trace), "written": write}}
 
 
-def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
-             user_requested: bool = False, source: str = "remember") -> Result:
+def remember(app: Realmem, **fact: Any) -> Result:
     """`realmem remember` / `realmem add`: the gate's decision, with the action under its own name
-    (the model-facing tool calls it ``decision``)."""
-    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                       source=source)
-    return {"text": out.text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
-                                          "queued": out.queued, "text": out.text, "warnings": out.warnings}}
+    (the model-facing tool calls it ``decision``).  ``fact``: the gate's remember params."""
+    out = remember_mod(app, **fact)
+    text = render.outcome_text(out)
+    return {"text": text, "details": {"action": out.action, "id": ids.short(out.memory.id) if out.memory else None,
+                                      "queued": out.queued, "text": text, "warnings": render.outcome_notes(out)}}
 
 
 def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
@@ -142,11 +141,11 @@ def check_paths(app: Realmem, raw: Sequence[str]) -> Result:
                         "warnings": warnings}}
 
 
-def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-           page: int = 1, scope: str | None = None) -> Result:
+def recall(app: Realmem, **query: Any) -> Result:
     """`realmem recall`: the tool's text; details add what the ranking knows (path class,
-    freshness flag, errors, notes).  ``details["failed"]``: nothing found for ids, or an error."""
-    res, stale = tools.run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope)
+    freshness flag, errors, notes).  ``query``: ``tools.run_recall``'s params.
+    ``details["failed"]``: nothing found for ids, or an error."""
+    res, stale = tools.run_recall(app, **query)
     items = [render.memory_json(i.memory, i.used_count) | {"path_class": i.path_class,
                                                            "stale": stale.get((i.memory.store, i.memory.id)),
                                                            "weak": i.weak}
@@ -154,16 +153,17 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = 
     return {"text": render.recall_text(res, stale),
             "details": {"page": res.page, "pages": res.pages, "total": res.total, "errors": res.errors,
                         "notes": res.notes, "weak": res.weak, "relevance": res.relevance,
-                        "message": recall_mod.nothing_found(res) if res.weak or not res.items else None,
+                        "message": render.nothing_found(res) if res.weak or not res.items else None,
                         "items": items},
-            "failed": not res.items and bool(id_values or res.errors)}
+            "failed": not res.items and bool(query.get("id_values") or res.errors)}
 
 
-def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> Result:
-    """`realmem list`: every memory as a table, sorted by path, then used."""
-    res = recall_mod.listing(app, page=page, scope=scope)
+def listing(app: Realmem, **page: Any) -> Result:
+    """`realmem list`: every memory as a table, sorted by path, then used (``page``:
+    recall.listing's params)."""
+    res = recall_mod.listing(app, **page)
     if not res.items:
-        text = recall_mod.nothing_found(res) if res.past_end and res.total else "No memories yet."
+        text = render.nothing_found(res) if res.past_end and res.total else "No memories yet."
     else:
         rows = [[ids.short(i.memory.id), i.memory.store.split(":")[0], ", ".join(i.memory.paths), i.used_count,
                  i.memory.caption] for i in res.items]
@@ -213,21 +213,21 @@ def consolidate(app: Realmem, *, stores: Sequence[str] = (), revise_paths: bool 
                 progress: Callable[[int, int, str], None] | None = None) -> Result:
     report = consolidate_mod.consolidate(app, stores=list(stores) or None, revise_paths=revise_paths,
                                          progress=progress)
-    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+    return {"text": render.consolidation_text(report), "details": render.consolidation_json(report)}
 
 
 def consolidate_cancelled(app: Realmem, scopes: Sequence[str] = ()) -> Result:
     """The report of a consolidation the user interrupted: nothing was written."""
     report = consolidate_mod.Report([], 0, [app.store_for_scope(s) for s in scopes] or app.visible_stores(),
                                     cancelled=True)
-    return {"text": consolidate_mod.render_report(report), "details": report.to_json()}
+    return {"text": render.consolidation_text(report), "details": render.consolidation_json(report)}
 
 
 def import_files(app: Realmem, files: Sequence[str], *, force: bool = False,
                  progress: Callable[[int, int, str], None] | None = None) -> Result:
     """`realmem import` without Pi: the chat model splits the files, each fact goes through the
     gate.  ``failed``: files were read but no fact was stored, so nothing is marked imported."""
-    rep = importer.import_headless(app, list(files), progress=progress, force=force)
+    rep = importer.import_headless(app, list(files), progress=progress, force=force, word=render.outcome_text)
     lines: list[str] = [r + "." for r in rep["refused"]]
     if rep["skipped"]:
         lines.append(importer.already_text([Path(f) for f in rep["skipped"]], "realmem import"))

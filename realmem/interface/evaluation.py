@@ -31,7 +31,8 @@ from ruamel.yaml import YAML
 
 from realmem.read import embedder, recall, relevance
 from realmem.stores import ids
-from realmem.write import memories, observe
+from realmem.write import memories
+from realmem.write.attached import open_attached
 from realmem.app import Realmem
 from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.fakes.systemone import FakeSystemOne
@@ -198,7 +199,7 @@ def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = l
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake, FakeSystemOne(heuristic=False) as judge:
-        app = observe.open_attached(home, root, scan=False)
+        app = open_attached(home, root, scan=False)
         try:
             by_id: dict[str, str] = {}
             for fact in evalset.facts:

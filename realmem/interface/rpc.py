@@ -6,10 +6,12 @@ thread the methods in ``SLOW``, which may wait on the network or run long, with 
 connections, so a path note never waits behind a remember.  A third, the reader, only reads
 stdin: it acts on ``cancel`` at once and hands every request to its serving thread.  The
 store connections and the path-note index stay warm between calls, which is what keeps the
-after-every-tool-call hook fast.  Each method parses its params, calls one function of the
-command layer (``realmem.interface.commands``, ``realmem.interface.tools``) and replies with its result.
-A method imports its modules when first called (``# lazy: start-up``): nearly all of them
-reach the endpoint clients (httpx), and the child answers ``hello`` before they load.
+after-every-tool-call hook fast.  Methods, their params and the function serving each come
+from the command registry (``realmem.interface.registry``): a request's params are checked
+against it, then the function is called with them and its result is the reply; the few
+methods that need this server's state are its ``on_<name>`` methods.  A function is imported
+when first called: nearly all of them reach the endpoint clients (httpx), and the child
+answers ``hello`` before they load.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from realmem import __version__, errors, frontend, logs
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config, home_dir
 from realmem.events import types as ev
+from realmem.interface import registry
 from realmem.logs import get_logger
-from realmem.storage import db
+from realmem.interface.entry import Entry
 from realmem.write import observe
 
 logger = get_logger("realmem.interface.rpc")
@@ -41,11 +44,10 @@ class Cancelled(RealmemError):
     pass
 
 
-# Methods that may wait on the network (judge, embedder, chat) or run long.  They run on a
-# second thread with their own store connections, so the path-note hook after every tool call
-# never waits behind a remember that is waiting for the judge.
-SLOW = {"remember", "debug", "retry", "embed", "reindex", "consolidate", "import_begin", "import_finish",
-        "settings_models", "settings_test", "prune_paths", "recall", "manage_list"}
+# Methods that may wait on the network (judge, embedder, chat) or run long (``Command.slow``) run
+# on a second thread with their own store connections, so the path-note hook after every tool
+# call never waits behind a remember that is waiting for the judge.
+SLOW = registry.SLOW
 
 # Path notes' counter events wait until the child has had no request for COUNT_IDLE seconds (or
 # COUNT_BATCH of them wait, or another method comes): appended together, so no tool call's
@@ -55,72 +57,14 @@ COUNT_BATCH = 64
 BACKGROUND_NICE = 10  # the `realmem scan` reading a large backlog runs at this lower CPU priority
 
 
-# Param types from docs/rpc.md.  A wrong type answers code 2 before the method runs, so no
-# method ever sees a list where it expects a string.  null means "not given" everywhere.
-# "strs" also takes one string (the tool layer may pass a single path).
-COMMON = {"cwd": "str", "session": "str", "progress_token": "str"}
-PARAMS: dict[str, dict[str, str]] = {
-    "strip_context_files": {"system_prompt": "str", "context_files": "files"},
-    "path_notes": {"tool_name": "str", "input": "any", "shown": "strs", "is_error": "bool"},
-    "recall": {"queries": "strs", "paths": "strs", "ids": "strs", "page": "int", "scope": "str",
-               "recent_paths": "strs"},
-    "remember": {"caption": "text", "content": "text", "scope": "str", "paths": "strs", "user_requested": "bool",
-                 "source": "str"},
-    "debug": {"caption": "text", "content": "text", "scope": "str", "paths": "strs", "user_requested": "bool",
-              "write": "bool"},
-    "list": {"page": "int", "scope": "str"},
-    "forget": {"ids": "strs"},
-    "show": {"id": "str"},
-    "manage_list": {"query": "str", "semantic": "bool"},
-    "edit": {"id": "str", "caption": "text", "content": "text", "paths": "strs"},
-    "move": {"id": "str", "scope": "str"},
-    "approve": {"id": "str"},
-    "apply_suggested_path": {"id": "str", "path": "str"},
-    "settings_set": {"key": "str", "value": "any"},
-    "settings_models": {"endpoint": "str"},
-    "import_begin": {"files": "strs"},
-    "prune_paths": {"apply": "bool"},
-    "consolidate": {"stores": "strs", "paths": "bool"},
-}
 MAX_LINE = 16 * 1024 * 1024  # one request line; anything longer is answered, not parsed
-
-
-def _type_error(kind: str, value: Any) -> str | None:
-    """Why ``value`` is not of param type ``kind``, or None."""
-    if kind == "any":
-        return None
-    if kind in ("str", "text"):
-        if not isinstance(value, str):
-            return "must be a string"
-        if kind == "text" and "\x00" in value:
-            return "must not contain a NUL character"
-        return None
-    if kind == "bool":
-        return None if isinstance(value, bool) else "must be true or false"
-    if kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
-        return None if ok else "must be a whole number from 1"
-    if kind == "strs":
-        if isinstance(value, list):
-            try:  # a session's ``shown`` ids grow into the thousands: join checks them in C
-                "".join(value)
-                return None
-            except TypeError:
-                pass
-        return None if isinstance(value, str) else "must be a list of strings"
-    if kind == "files":
-        ok = isinstance(value, list) and all(
-            isinstance(x, dict) and isinstance(x.get("path"), str) and isinstance(x.get("content", ""), str)
-            for x in value)
-        return None if ok else "must be a list of {path, content} objects"
-    raise AssertionError(kind)
 
 
 def _has_surrogate(value: Any) -> bool:
     """A lone surrogate (JSON "\\ud800") is not Unicode: it cannot be stored or written back.
     Walked with a stack, not recursion: params may nest as deep as the parser allowed.  A list
     of strings is joined and encoded at once: a path note's params hold every id shown so far,
-    and one encode per id was a tenth of the hook."""
+    and one encode per id made the check a visible part of the hook."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -143,11 +87,14 @@ def _has_surrogate(value: Any) -> bool:
 
 
 def validate(method: str, params: dict[str, Any]) -> None:
-    """Raise ParamError (code 2) when ``params`` do not match docs/rpc.md for ``method``."""
-    for name, kind in {**COMMON, **PARAMS.get(method, {})}.items():
-        value = params.get(name)
-        if value is not None and (why := _type_error(kind, value)) is not None:
-            raise errors.ParamError(f"{method}: {name} {why}")
+    """Raise ParamError (code 2) when ``params`` do not match the registry's params of
+    ``method`` (docs/rpc.md): a wrong type is answered before the method runs, so no method
+    ever sees a list where it expects a string.  null means "not given" everywhere."""
+    command = registry.COMMANDS.get(method)
+    for param in (*registry.COMMON, *(command.params if command else ())):
+        value = params.get(param.name)
+        if value is not None and (why := param.problem(value)) is not None:
+            raise errors.ParamError(f"{method}: {param.name} {why}")
     if _has_surrogate(params):
         raise errors.ParamError(f"{method}: params hold a lone surrogate, which is not valid Unicode")
 
@@ -167,9 +114,6 @@ class Server:
         self.deferred = threading.Condition()  # guards ``pending``: replies whose writes are still running
         self.pending = 0
         self.counted: list[tuple[Realmem, ev.PathNotesShown]] = []  # main thread only: see ``count``
-        self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
-            name[3:]: getattr(self, name) for name in dir(self) if name.startswith("on_")
-        }
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -193,12 +137,17 @@ class Server:
         return report
 
     @property
-    def apps(self) -> dict[str, Realmem]:
-        if not hasattr(self.local, "apps"):
-            self.local.apps = {}
+    def entry(self) -> Entry:
+        """This thread's way in: its apps stay open (warm) between requests."""
+        if not hasattr(self.local, "entry"):
+            self.local.entry = Entry(self.home)
             with self.write_lock:
-                self.all_apps.append(self.local.apps)
-        return self.local.apps
+                self.all_apps.append(self.local.entry.apps)
+        return self.local.entry
+
+    @property
+    def apps(self) -> dict[str, Realmem]:
+        return self.entry.apps
 
     def app(self, params: dict[str, Any]) -> Realmem:
         raw = params.get("cwd") or os.getcwd()
@@ -207,15 +156,11 @@ class Server:
             if len(self.resolved) >= 64:
                 self.resolved.clear()
             cwd = self.resolved[raw] = str(Path(raw).resolve())
-        app = self.apps.get(cwd)
-        if app is None:
-            if not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
-                raise errors.ParamError(f"cwd {cwd} is not an existing directory")
-            app = observe.open_attached(self.home, cwd, scan=False)
-            self.apps[cwd] = app
-        app.session = params.get("session") or app.session
-        self.local.used = app
-        return app
+        if cwd not in self.apps and not Path(cwd).is_dir():  # never invent a project (or its .pi/realmem) where none is
+            raise errors.ParamError(f"cwd {cwd} is not an existing directory")
+        # Within a request (``handle``) the app is the one its end follows; outside one it is opened only.
+        opener = getattr(self.local, "request", None) or self.entry
+        return opener.app(cwd, session=params.get("session"))
 
     def later(self, write: Callable[[], None]) -> None:
         """Run ``write`` once this request's reply is sent (e.g. recall's hit: the agent does
@@ -260,9 +205,9 @@ class Server:
         with self.deferred:
             self.deferred.wait_for(lambda: self.pending == 0)
 
-    def follow(self) -> None:
-        """After the reply: the writes deferred past it, then queue the background work the
-        request's events call for."""
+    def after(self) -> None:
+        """After the reply: the writes deferred past it (the request's end then follows the
+        log, queueing the background work its events call for)."""
         writes, self.local.later = getattr(self.local, "later", None) or [], []
         try:
             for write in writes:
@@ -276,10 +221,7 @@ class Server:
                 with self.deferred:
                     self.pending -= 1
                     self.deferred.notify_all()
-        app, self.local.used = getattr(self.local, "used", None), None
-        if app is not None:
-            from realmem.jobs import policy  # lazy: hello and path notes need none of the jobs' imports
-            policy.follow_app(app)
+            self.local.request = None  # what the thread opens now is no longer this request's
 
     def handle(self, msg: dict[str, Any]) -> None:
         mid = msg.get("id")
@@ -296,54 +238,69 @@ class Server:
                 self.send({"jsonrpc": "2.0", "id": mid,
                            "error": {"code": -32600, "message": "invalid request: params must be an object"}})
             return
-        fn = self.methods.get(method)
-        if fn is None:
+        command = registry.COMMANDS.get(method)
+        if command is None:
             if mid is not None:
                 self.send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"unknown method {method}"}})
             return
-        try:
-            validate(method, params)
-            self._settle()
-            result = fn(params)
-        except Exception as exc:  # a bug must not kill the child either: Pi keeps working
-            # A read-only, full or damaged REALMEM_HOME is a refusal naming the file, not a bug.
-            exc = db.storage_error(exc, self.home / "realmem.sqlite") or exc
-            code = errors.code_of(exc)
-            if code == errors.USAGE:
-                logger.warning("rpc usage error", method=method, error=str(exc))
-            elif code == errors.INTERNAL:
-                traceback.print_exc(file=sys.stderr)
-            err = {"code": code, "message": errors.message_of(exc, method)}
-        else:
+        with self.entry.request() as request:
+            self.local.request = request
+            try:
+                validate(method, params)
+                self._settle()
+                result = self.call(command, params)
+            except Exception as exc:  # a bug must not kill the child either: Pi keeps working
+                exc = self.entry.fault(exc)  # a read-only, full or damaged REALMEM_HOME: a refusal naming the file
+                code = errors.code_of(exc)
+                if code == errors.USAGE:
+                    logger.warning("rpc usage error", method=method, error=str(exc))
+                elif code == errors.INTERNAL:
+                    traceback.print_exc(file=sys.stderr)
+                err = {"code": code, "message": errors.message_of(exc, method)}
+            else:
+                self._hold()
+                try:
+                    if mid is not None:
+                        self.send({"jsonrpc": "2.0", "id": mid, "result": result})
+                finally:  # a reply that failed to go out still releases the requests waiting on it
+                    self.after()
+                return
+            finally:
+                token = params.get("progress_token")
+                if isinstance(token, str) and token:
+                    with self.write_lock:
+                        self.active.discard(token)
+                        self.cancelled.discard(token)
             self._hold()
             try:
                 if mid is not None:
-                    self.send({"jsonrpc": "2.0", "id": mid, "result": result})
-            finally:  # a reply that failed to go out still releases the requests waiting on it
-                self.follow()
-            return
-        finally:
-            token = params.get("progress_token")
-            if isinstance(token, str) and token:
-                with self.write_lock:
-                    self.active.discard(token)
-                    self.cancelled.discard(token)
-        self._hold()
-        try:
-            if mid is not None:
-                self.send({"jsonrpc": "2.0", "id": mid, "error": err})
-        finally:
-            self.follow()
+                    self.send({"jsonrpc": "2.0", "id": mid, "error": err})
+            finally:
+                self.after()
 
     # --- methods -------------------------------------------------------------------------
 
-    def on_hello(self, p: dict[str, Any]) -> dict[str, Any]:
+    def call(self, command: registry.Command, p: dict[str, Any]) -> Any:
+        """The answer to ``command``: its handler's, shaped as the registry says, or this
+        server's own ``on_<name>`` for the methods that need its state."""
+        own = getattr(self, f"on_{command.name}", None)
+        if own is not None:
+            return own(command.arguments(p), p)
+        kwargs = command.arguments(p)
+        if command.later:
+            kwargs["later"] = self.later
+        if command.progress:
+            kwargs["progress"] = self.progress(p.get("progress_token"))
+        target = Config(self.home) if command.on == "config" else self.app(p)
+        return command.shape(command.function()(target, **kwargs))
+
+    def on_hello(self, a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         cfg = Config(self.home)
         return {"version": __version__, "home": str(self.home), "pid": os.getpid(),
                 "hidden_tools": list(cfg["hiddenTools"]),
                 "path_notes": {k: cfg[f"pathNotes.{k}"] for k in ("maxFull", "maxCaptions", "charBudget")}}
 
-    def on_session_start(self, p: dict[str, Any]) -> dict[str, Any]:
+    def on_session_start(self, a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         from realmem.interface import session  # lazy: start-up
         from realmem.read import freshness  # lazy: start-up
         app = self.app(p)
@@ -372,144 +329,32 @@ class Server:
         with contextlib.suppress(OSError):  # it yields the CPU to this child's answers (the prompt waits on them)
             os.setpriority(os.PRIO_PROCESS, self.scanner.pid, BACKGROUND_NICE)
 
-    def on_prompt_section(self, p: dict[str, Any]) -> dict[str, Any]:
+    def on_prompt_section(self, a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         from realmem.read import prompt  # lazy: start-up
         return {"text": prompt.section(self.app(p))}
 
-    def on_strip_context_files(self, p: dict[str, Any]) -> dict[str, Any]:
+    def on_strip_context_files(self, a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         from realmem.read import prompt  # lazy: start-up
-        only = _strs(p["only"]) if p.get("only") is not None else None
-        text, stripped = prompt.strip_context_files(self.app(p), str(p.get("system_prompt", "")),
-                                                    list(p.get("context_files") or []), only=only)
+        text, stripped = prompt.strip_context_files(self.app(p), a["system_prompt"], a["context_files"], only=a["only"])
         return {"system_prompt": text, "stripped": stripped}
 
-    def on_path_notes(self, p: dict[str, Any]) -> dict[str, Any]:
+    def on_path_notes(self, a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         from realmem.read import pathnotes  # lazy: start-up
-        if str(p.get("tool_name", "")).startswith("realmem_"):
+        if a["tool_name"].startswith("realmem_"):
             return {"text": None, "shown": [], "touched": []}  # realmem's own tools: no notes about itself
         app = self.app(p)
         idx = self.note_indexes.setdefault(str(app.cwd), pathnotes.NoteIndex())
-        notes = pathnotes.path_notes(app, idx, tool_name=str(p.get("tool_name", "")), tool_input=p.get("input"),
-                                     shown=p.get("shown") or [], counter=lambda e: self.count(app, e))
+        notes = pathnotes.path_notes(app, idx, tool_name=a["tool_name"], tool_input=a["input"], shown=a["shown"],
+                                     counter=lambda e: self.count(app, e))
         return pathnotes.dumps(notes)
 
-    def on_recall(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools  # lazy: start-up
-        return tools.recall(self.app(p), queries=_strs(p.get("queries")), paths=_strs(p.get("paths")),
-                            id_values=_strs(p.get("ids")), page=int(p.get("page") or 1), scope=p.get("scope"),
-                            recent_paths=_strs(p.get("recent_paths")), later=self.later)
-
-    def on_remember(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools  # lazy: start-up
-        return tools.remember(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
-                              scope=p.get("scope"), paths=_strs(p.get("paths")),
-                              user_requested=bool(p.get("user_requested")), source=str(p.get("source") or "remember"))
-
-    def on_status(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools  # lazy: start-up
-        return tools.status(self.app(p))
-
-    def on_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools  # lazy: start-up
-        return tools.listing(self.app(p), page=int(p.get("page") or 1), scope=p.get("scope"))
-
-    def on_forget(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import tools  # lazy: start-up
-        return tools.forget(self.app(p), _strs(p.get("ids")))
-
-    def on_show(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.show(self.app(p), str(p.get("id", "")))
-
-    def on_edit(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.edit(self.app(p), str(p.get("id", "")), caption=p.get("caption"), content=p.get("content"),
-                             paths=_strs(p["paths"]) if p.get("paths") is not None else None)
-
-    def on_move(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.move(self.app(p), str(p.get("id", "")), str(p.get("scope", "")))
-
-    def on_approve(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.approve(self.app(p), str(p.get("id", "")))
-
-    def on_apply_suggested_path(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.apply_suggested_path(self.app(p), str(p.get("id", "")), str(p.get("path", "")))
-
-    def on_prune_paths(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.prune_paths(self.app(p), apply=bool(p.get("apply")))
-
-    def on_check_paths(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.check_paths(self.app(p), _strs(p.get("paths")))["details"]
-
-    def on_gitignore_check(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.gitignore_check(self.app(p))["details"]
-
-    def on_gitignore_fix(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        done = commands.gitignore_fix(self.app(p))
-        return {"text": done["text"], **done["details"]}
-
-    def on_settings_get(self, p: dict[str, Any]) -> dict[str, Any]:
+    def on_settings_set(self, a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         from realmem.interface import settings  # lazy: start-up
-        return settings.show(Config(self.home))["details"]
-
-    def on_settings_set(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings  # lazy: start-up
-        saved = settings.save(Config(self.home), str(p.get("key", "")), p.get("value"))
+        saved = settings.save(Config(self.home), a["key"], a["value"])
         for apps in self.all_apps:  # every thread's open projects see the new value at once
             for app in apps.values():
                 app.config.reload()
         return {"text": saved["text"]}
-
-    def on_settings_models(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings  # lazy: start-up
-        return settings.models(Config(self.home), str(p.get("endpoint", "")))["details"]
-
-    def on_settings_test(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import settings  # lazy: start-up
-        return settings.connectivity(Config(self.home))["details"]
-
-    def on_debug(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.debug(self.app(p), caption=str(p.get("caption", "")), content=str(p.get("content", "")),
-                              scope=p.get("scope"), paths=_strs(p.get("paths")),
-                              user_requested=bool(p.get("user_requested")), write=bool(p.get("write")))
-
-    def on_retry(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.retry(self.app(p), progress=self.progress(p.get("progress_token")))
-
-    def on_embed(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.embed(self.app(p), progress=self.progress(p.get("progress_token")))
-
-    def on_reindex(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.reindex(self.app(p))
-
-    def on_import_begin(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.gate import importer  # lazy: start-up
-        return importer.begin(self.app(p), _strs(p.get("files")), force=bool(p.get("force")))
-
-    def on_import_finish(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.gate import importer  # lazy: start-up
-        return importer.finish(self.app(p))
-
-    def on_manage_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.manage_list(self.app(p), query=p.get("query"), semantic=bool(p.get("semantic")))["details"]
-
-    def on_consolidate(self, p: dict[str, Any]) -> dict[str, Any]:
-        from realmem.interface import commands  # lazy: start-up
-        return commands.consolidate(self.app(p), stores=_strs(p.get("stores")),
-                                    revise_paths=p.get("paths", True) is not False,
-                                    progress=self.progress(p.get("progress_token")))
 
 
 def _valid_id(mid: Any) -> bool:
@@ -532,12 +377,107 @@ def _lines(stdin: TextIO) -> Iterator[str | None]:
         yield line
 
 
-def _strs(v: Any) -> list[str]:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return [v]
-    return [str(x) for x in v if x is not None and str(x) != ""]
+class Loop:
+    """The child's threads around one Server: the reader takes stdin's lines (acting on
+    ``cancel`` at once), the main thread serves the quick methods and appends the path notes'
+    counters when idle, the slow thread serves ``SLOW`` in order."""
+
+    def __init__(self, server: Server, stdin: TextIO) -> None:
+        self.server = server
+        self.stdin = stdin
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.slow_thread = threading.Thread(target=self.slow_loop, daemon=True, name="rpc-slow")
+
+    def run(self) -> int:
+        """Serve until stdin closes, then finish what was asked and close every app."""
+        threading.Thread(target=self.reader, daemon=True, name="rpc-reader").start()
+        self.slow_thread.start()
+        while True:
+            try:
+                msg = self.inbox.get(timeout=COUNT_IDLE) if self.server.counted else self.inbox.get()
+            except queue.Empty:
+                self.server.append_counted()
+                continue
+            if msg is None:
+                break
+            self.route(msg)
+        self.close()
+        return 0
+
+    def route(self, msg: dict[str, Any]) -> None:
+        """Serve ``msg`` here, or hand it to the slow thread."""
+        if msg.get("method") != "path_notes":
+            self.server.append_counted()
+        token = msg["params"].get("progress_token") if isinstance(msg.get("params"), dict) else None
+        if isinstance(token, str) and token:
+            with self.server.write_lock:
+                self.server.active.add(token)
+        method = msg.get("method")
+        if isinstance(method, str) and method in SLOW:
+            self.slow.put(msg)
+        else:
+            self.serve_one(msg)
+
+    def serve_one(self, msg: dict[str, Any]) -> None:
+        try:
+            self.server.handle(msg)
+        except Exception:  # never lose a serving thread: later requests must still be answered
+            logger.exception("rpc request failed", method=str(msg.get("method"))[:80])
+
+    def slow_loop(self) -> None:
+        while (msg := self.slow.get()) is not None:
+            self.serve_one(msg)
+
+    def reader(self) -> None:
+        try:
+            for line in _lines(self.stdin):
+                try:
+                    self.read_one(line)
+                except Exception:  # the reader must outlive any line: it is the child's only ear
+                    logger.exception("rpc reader failed on a line")
+        except Exception:  # stdin itself broke (undecodable bytes are replaced, so this is rare)
+            logger.exception("rpc stdin failed")
+        self.inbox.put(None)
+
+    def read_one(self, line: str | None) -> None:
+        if line is None:
+            self.parse_error(f"request line longer than {MAX_LINE} characters")
+            return
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
+            self.parse_error("parse error")
+            return
+        if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
+            token = msg["params"].get("token")
+            if isinstance(token, str):
+                with self.server.write_lock:
+                    if token in self.server.active:  # a late cancel for a finished request is dropped
+                        self.server.cancelled.add(token)
+            return
+        self.inbox.put(msg if isinstance(msg, dict) else {})
+
+    def parse_error(self, message: str) -> None:
+        self.server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}})
+
+    def close(self) -> None:
+        """Append what still waits, let the slow thread finish, then close every app."""
+        server = self.server
+        server.append_counted()
+        self.slow.put(None)
+        self.slow_thread.join(timeout=60)
+        if server.scanner is not None:  # leave no process behind: a scan of thousands takes seconds, not minutes
+            try:
+                server.scanner.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+        for apps in server.all_apps:
+            for app in apps.values():
+                app.close()
 
 
 def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
@@ -547,87 +487,4 @@ def serve(home: str | None = None, stdin: TextIO | None = None, stdout: TextIO |
         # Undecodable bytes become U+FFFD: one bad byte must not end the reader thread.
         sys.stdin.reconfigure(errors="replace")
         stdin = sys.stdin
-    server = Server(home, stdout or sys.stdout)
-    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-
-    def parse_error(message: str) -> None:
-        server.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}})
-
-    def read_one(line: str | None) -> None:
-        if line is None:
-            parse_error(f"request line longer than {MAX_LINE} characters")
-            return
-        line = line.strip()
-        if not line:
-            return
-        try:
-            msg = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
-            parse_error("parse error")
-            return
-        if isinstance(msg, dict) and msg.get("method") == "cancel" and isinstance(msg.get("params"), dict):
-            token = msg["params"].get("token")
-            if isinstance(token, str):
-                with server.write_lock:
-                    if token in server.active:  # a late cancel for a finished request is dropped
-                        server.cancelled.add(token)
-            return
-        inbox.put(msg if isinstance(msg, dict) else {})
-
-    def reader() -> None:
-        try:
-            for line in _lines(stdin):
-                try:
-                    read_one(line)
-                except Exception:  # the reader must outlive any line: it is the child's only ear
-                    logger.exception("rpc reader failed on a line")
-        except Exception:  # stdin itself broke (undecodable bytes are replaced, so this is rare)
-            logger.exception("rpc stdin failed")
-        inbox.put(None)
-
-    slow: queue.Queue[dict[str, Any] | None] = queue.Queue()
-
-    def slow_loop() -> None:
-        while (msg := slow.get()) is not None:
-            serve_one(msg)
-
-    def serve_one(msg: dict[str, Any]) -> None:
-        try:
-            server.handle(msg)
-        except Exception:  # never lose a serving thread: later requests must still be answered
-            logger.exception("rpc request failed", method=str(msg.get("method"))[:80])
-
-    threading.Thread(target=reader, daemon=True, name="rpc-reader").start()
-    slow_thread = threading.Thread(target=slow_loop, daemon=True, name="rpc-slow")
-    slow_thread.start()
-    while True:
-        try:
-            msg = inbox.get(timeout=COUNT_IDLE) if server.counted else inbox.get()
-        except queue.Empty:
-            server.append_counted()
-            continue
-        if msg is None:
-            break
-        if msg.get("method") != "path_notes":
-            server.append_counted()
-        token = msg["params"].get("progress_token") if isinstance(msg.get("params"), dict) else None
-        if isinstance(token, str) and token:
-            with server.write_lock:
-                server.active.add(token)
-        method = msg.get("method")
-        if isinstance(method, str) and method in SLOW:
-            slow.put(msg)
-        else:
-            serve_one(msg)
-    server.append_counted()
-    slow.put(None)
-    slow_thread.join(timeout=60)
-    if server.scanner is not None:  # leave no process behind: a scan of thousands takes seconds, not minutes
-        try:
-            server.scanner.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-    for apps in server.all_apps:
-        for app in apps.values():
-            app.close()
-    return 0
+    return Loop(Server(home, stdout or sys.stdout), stdin).run()

@@ -13,7 +13,7 @@ from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.clients.models import list_models, pick_model
 from realmem.config import DEFAULTS, SECRET_KEYS, Config, ConfigError, env_name, mask_secret, secret_var
 from realmem.clients import bridge
-from realmem.interface.status import REWRITER_BRIDGE, REWRITER_UNSET
+from realmem.interface.render import REWRITER_BRIDGE, REWRITER_UNSET
 from realmem.interface.render import table
 
 ENDPOINTS = ("semif", "embedding", "rewriter")

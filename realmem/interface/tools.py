@@ -22,44 +22,43 @@ def run_recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str
                page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (),
                later: Callable[[Callable[[], None]], None] | None = None) -> tuple[Any, dict[Any, str]]:
     """The recall page and the freshness flag of each memory on it (the CLI shows more of both).
-    ``later``: see recall.recall (the rpc child appends the hit after its answer)."""
+    The params are the registry's recall params; ``later``: see recall.recall (the rpc child
+    appends the hit after its answer)."""
     res = recall_mod.recall(app, queries=list(queries), raw_paths=list(paths), id_values=list(id_values), page=page,
                             scope=scope, recent_paths=list(recent_paths), later=later)
     return res, freshness.flags_text(app, [i.memory for i in res.items])
 
 
-def recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str] = (), id_values: Sequence[str] = (),
-           page: int = 1, scope: str | None = None, recent_paths: Sequence[str] = (),
-           later: Callable[[Callable[[], None]], None] | None = None) -> dict[str, Any]:
-    res, stale = run_recall(app, queries=queries, paths=paths, id_values=id_values, page=page, scope=scope,
-                            recent_paths=recent_paths, later=later)
+def recall(app: Realmem, **query: Any) -> dict[str, Any]:
+    """The model's recall page; ``query``: ``run_recall``'s params."""
+    res, stale = run_recall(app, **query)
     return {"text": render.recall_text(res, stale), "details": page_details(res)}
 
 
-def remember(app: Realmem, *, caption: str, content: str, scope: str | None = None, paths: Sequence[str] = (),
-             user_requested: bool = False, source: str = "remember") -> dict[str, Any]:
+def remember(app: Realmem, **fact: Any) -> dict[str, Any]:
+    """The gate's decision on ``fact`` (the gate's remember params), as the model sees it."""
     from realmem.gate.remember import remember as remember_mod  # lazy: the gate's rules load slowly; recall needs none
     from realmem.gate.importer import remember_defaults  # lazy: as above
 
     defaults = remember_defaults(app)
     if defaults is not None:  # a fact of a context file being imported: shared, about the file's directory
-        scope = scope or defaults[0]
-        paths = paths or defaults[1]
         # The user ran the import: its facts are theirs, as in the headless import.
-        source, user_requested = "import", True
-    out = remember_mod(app, caption, content, scope=scope, paths=list(paths), user_requested=user_requested,
-                       source=source)
-    return {"text": out.text, "details": {"decision": out.action, "queued": out.queued, "warnings": out.warnings,
-                                          "id": ids.short(out.memory.id) if out.memory else None}}
+        fact |= {"scope": fact.get("scope") or defaults[0], "paths": fact.get("paths") or defaults[1],
+                 "source": "import", "user_requested": True}
+    out = remember_mod(app, **fact)
+    return {"text": render.outcome_text(out), "details": {
+        "decision": out.action, "queued": out.queued, "warnings": render.outcome_notes(out),
+        "id": ids.short(out.memory.id) if out.memory else None}}
 
 
 def status(app: Realmem) -> dict[str, Any]:
     info = status_mod.gather(app)
-    return {"text": status_mod.text(info), "details": info}
+    return {"text": render.status_text(info), "details": info}
 
 
-def listing(app: Realmem, *, page: int = 1, scope: str | None = None) -> dict[str, Any]:
-    res = recall_mod.listing(app, page=page, scope=scope)
+def listing(app: Realmem, **page: Any) -> dict[str, Any]:
+    """One page of every memory; ``page``: recall.listing's params."""
+    res = recall_mod.listing(app, **page)
     return {"text": render.list_text(res), "details": page_details(res)}
 
 

@@ -64,17 +64,6 @@ logger = get_logger("realmem.consolidate")
 
 Progress = Callable[[int, int, str], None]
 
-KINDS = ("forgotten", "covered", "superseded", "merged", "revised", "paths", "refused", "skipped")
-HEADINGS = {
-    "forgotten": "Forgotten (obsolete, transient, speculative, trivial or unimportant)",
-    "covered": "Covered (dropped into a memory that already says it)",
-    "superseded": "Superseded (the older memory rewritten with the newer facts)",
-    "merged": "Merged",
-    "revised": "Revised (clearer and shorter)",
-    "paths": "Paths revised",
-    "refused": "Not revised (the rewrite was refused; the memory is unchanged)",
-    "skipped": "Skipped (edited while consolidation ran, or could not be judged)",
-}
 REASONS = {"covered": "consolidate-covered", "superseded": "consolidate-supersede", "merged": "consolidate-merge",
            "revised": "consolidate-revise", "paths": "consolidate-paths"}
 MAX_JUDGE_FAILURES = 3   # consecutive judge failures that abort the run (nothing written)
@@ -83,14 +72,36 @@ PATH_CONTENT_CHARS = 600  # content shown per memory in a path-revision batch
 
 @attrs.define
 class Change:
+    """One change made, or declined, as values; ``interface.render.change_detail`` words it.
+
+    ``why`` says why a memory was refused (``unsafe``, ``not-shorter``) or skipped
+    (``no-answer``: the judge did not answer; ``fallback``: only the deterministic rewrite
+    answered, ``value`` says why; ``edited``: edited while consolidation ran; ``edited-with``:
+    left alone with its group, ``value`` names the memories edited)."""
+
     kind: str  # forgotten | covered | superseded | merged | revised | paths | refused | skipped
     id: str    # ids.short of the memory the change is about (for folds: the one that disappeared)
     caption: str
     other: str | None = None  # for folds: the surviving memory
-    detail: str = ""
+    why: str = ""
+    # forgotten: the rule; covered, superseded: the other memory's caption; merged: the merged
+    # caption; revised: the new caption, when it changed
+    value: str = ""
+    fallback: bool = False    # folded by the deterministic rewrite, the model's failed
+    sizes: tuple[int, int] | None = None  # characters of caption and content before and after a revision
+    paths: tuple[list[str], list[str], list[str]] | None = None  # before, after, discarded ("path (why)")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "id": self.id, "caption": self.caption, "other": self.other, "detail": self.detail}
+
+@attrs.frozen
+class Skip:
+    """A pass that could not run: ``what`` is ``revisions``, ``paths`` or ``path-batch`` (of
+    ``n`` memories); ``why`` is ``no-model`` (no Edit/Merge model), ``summary-failed`` or
+    ``failed``, with the ``error``."""
+
+    what: str
+    why: str
+    error: str = ""
+    n: int = 0
 
 
 @attrs.define
@@ -99,13 +110,7 @@ class Report:
     reviewed: int
     stores: list[str]
     cancelled: bool = False
-    notes: list[str] = attrs.Factory(list)  # passes that could not run, and why
-
-    def to_json(self) -> dict[str, Any]:
-        counts = {k: sum(1 for c in self.changes if c.kind == k) for k in KINDS}
-        return {"changes": [c.to_json() for c in self.changes], "reviewed": self.reviewed,
-                "stores": list(self.stores), "scopes": [store_kind(s) for s in self.stores],
-                "cancelled": self.cancelled, "counts": counts, "notes": list(self.notes)}
+    notes: list[Skip] = attrs.Factory(list)  # passes that could not run, and why
 
 
 # --- the plan ----------------------------------------------------------------------------------
@@ -135,7 +140,7 @@ class _Plan:
         self.gone: set[Key] = set()     # forgotten or folded in this plan
         self.touched: set[Key] = set()  # gone or changed: not reviewed again
         self.skipped: list[Change] = []  # reported, nothing written: skipped or refused
-        self.notes: list[str] = []
+        self.notes: list[Skip] = []
 
     # views of the planned state
     def caption(self, key: Key) -> str:
@@ -310,7 +315,7 @@ def review(app: Realmem, plan: _Plan, jd: _Judge, key: Key) -> None:
     qs, shards = review_questions(nbs, int(cfg["semif.maxOptions"]))
     answers = jd.ask(state, qs, shards)
     if answers is None:
-        plan.skipped.append(Change("skipped", ids.short(m.id), m.caption, None, "the SemIf judge did not answer"))
+        plan.skipped.append(Change("skipped", ids.short(m.id), m.caption, why="no-answer"))
         return
     thresholds = {k: cfg[f"consolidate.{k}"] for k in ("forget", "minImportance", "coveredBy", "conflictWith",
                                                          "mergeWith", "revise")}
@@ -325,7 +330,7 @@ def review(app: Realmem, plan: _Plan, jd: _Judge, key: Key) -> None:
     if p_forget >= float(thresholds["forget"]) or (min_imp > 0 and imp is not None and imp < min_imp):
         rule = (f"P(forget) {p_forget:.2f} >= {thresholds['forget']}" if p_forget >= float(thresholds["forget"])
                 else f"importance {imp:.2f} < {min_imp}")
-        plan.forget(key, _decided(app, m, "forget", rule, key, trace), Change("forgotten", me, m.caption, None, rule))
+        plan.forget(key, _decided(app, m, "forget", rule, key, trace), Change("forgotten", me, m.caption, value=rule))
         return
 
     def pick(name: str, threshold_key: str) -> tuple[Key, float] | None:
@@ -342,7 +347,7 @@ def review(app: Realmem, plan: _Plan, jd: _Judge, key: Key) -> None:
         rule = f"covered_by {ids.short(other[1])} p {p:.2f} >= {thresholds['coveredBy']}"
         plan.fold(other, key, plan.caption(other), plan.content(other),
                   _decided(app, m, "covered", rule, other, trace),
-                  Change("covered", me, m.caption, ids.short(other[1]), f"already said by “{plan.caption(other)}”"))
+                  Change("covered", me, m.caption, ids.short(other[1]), value=plan.caption(other)))
         return
 
     conflict = pick("conflict_with", "conflictWith")
@@ -354,9 +359,8 @@ def review(app: Realmem, plan: _Plan, jd: _Judge, key: Key) -> None:
         if _valid(r.caption, r.content):
             rule = f"conflict_with {ids.short(other[1])} p {p:.2f} >= {thresholds['conflictWith']}"
             trace = {**trace, "older": ids.short(older[1]), "newer": ids.short(newer[1]), "fallback": r.fallback}
-            detail = (f"contradicted “{plan.caption(older)}”; the older memory {ids.short(older[1])} now holds the "
-                      f"newer facts" + (" (deterministic fallback)" if r.used_fallback else ""))
-            change = Change("superseded", ids.short(newer[1]), plan.caption(newer), ids.short(older[1]), detail)
+            change = Change("superseded", ids.short(newer[1]), plan.caption(newer), ids.short(older[1]),
+                            value=plan.caption(older), fallback=r.used_fallback)
             plan.fold(older, newer, r.caption, r.content, _decided(app, m, "supersede", rule, older, trace), change)
             return
 
@@ -366,10 +370,9 @@ def review(app: Realmem, plan: _Plan, jd: _Judge, key: Key) -> None:
         r = rewrite(app, "merge", plan.view(other), m.caption, m.content)
         if _valid(r.caption, r.content):
             rule = f"merge_with {ids.short(other[1])} p {p:.2f} >= {thresholds['mergeWith']}"
-            detail = f"merged into “{r.caption}”" + (" (deterministic fallback)" if r.used_fallback else "")
             plan.fold(other, key, r.caption, r.content,
                       _decided(app, m, "merge", rule, other, {**trace, "fallback": r.fallback}),
-                      Change("merged", me, m.caption, ids.short(other[1]), detail))
+                      Change("merged", me, m.caption, ids.short(other[1]), value=r.caption, fallback=r.used_fallback))
             return
 
     p_revise = _noul(answers.get("revise"))
@@ -383,25 +386,24 @@ def _revise(app: Realmem, plan: _Plan, m: Memory, p_revise: float, threshold: An
     key, me = (m.store, m.id), ids.short(m.id)
     r = rewrite(app, "revise", plan.view(key), m.caption, m.content)
     if r.fallback == rw.UNSAFE:
-        plan.skipped.append(Change("refused", me, m.caption, None, "revision refused: failed the safety scan"))
+        plan.skipped.append(Change("refused", me, m.caption, why="unsafe"))
         return
     if r.fallback == rw.NO_ENDPOINT:
-        plan.notes.append("revisions skipped: no Edit/Merge model (set rewriter.url, or run it inside Pi)")
+        plan.notes.append(Skip("revisions", "no-model"))
         return
     if r.used_fallback:
-        plan.skipped.append(Change("skipped", me, m.caption, None, f"not revised: {r.fallback}"))
+        plan.skipped.append(Change("skipped", me, m.caption, why="fallback", value=r.fallback or ""))
         return
     if not _valid(r.caption, r.content) or (r.caption, r.content) == (m.caption, m.content):
         return
     before, after = len(m.caption) + len(m.content), len(r.caption) + len(r.content)
     if after >= before:  # revise means clearer AND shorter
-        plan.skipped.append(Change("refused", me, m.caption, None,
-                                   f"revision refused: not shorter ({before} -> {after} characters)"))
+        plan.skipped.append(Change("refused", me, m.caption, why="not-shorter", sizes=(before, after)))
         return
     rule = f"P(revise) {p_revise:.2f} >= {threshold}"
-    detail = f"{before} -> {after} characters" + (f"; caption now “{r.caption}”" if r.caption != m.caption else "")
     plan.revise(key, r.caption, r.content, _decided(app, m, "revise", rule, key, trace),
-                Change("revised", me, m.caption, None, detail))
+                Change("revised", me, m.caption, value=r.caption if r.caption != m.caption else "",
+                       sizes=(before, after)))
 
 
 def _noul(a: Answer | None) -> float:
@@ -478,7 +480,7 @@ def _answer_for(reply: dict[str, Any], short: str, canonical: str) -> Any:
 
 
 def path_pass(app: Realmem, plan: _Plan, stores: list[str], progress: Callable[[str], None],
-                 notes: list[str]) -> None:
+                 notes: list[Skip]) -> None:
     project_stores = [s for s in stores if store_kind(s) in ("shared", "personal")]
     roots: dict[Path, list[str]] = {}
     for s in project_stores:
@@ -493,14 +495,14 @@ def path_pass(app: Realmem, plan: _Plan, stores: list[str], progress: Callable[[
         client = chat_client(app)
         try:
             if not client.configured:
-                notes.append("path revision skipped: no Edit/Merge model (set rewriter.url, or run it inside Pi)")
+                notes.append(Skip("paths", "no-model"))
                 return
             is_git = app.project.is_git if app.project is not None and app.project.root == root else None
             tree = treemod.build(root, int(app.config["consolidate.treeLines"]), is_git=is_git)
             try:
                 summary = treemod.summarise(app, tree, client)
             except (EndpointUnavailable, EndpointError) as exc:
-                notes.append(f"path revision skipped: the repository summary failed ({exc})")
+                notes.append(Skip("paths", "summary-failed", str(exc)))
                 return
             size = max(1, int(app.config["consolidate.batch"]))
             batches = [keys[i:i + size] for i in range(0, len(keys), size)]
@@ -512,7 +514,7 @@ def path_pass(app: Realmem, plan: _Plan, stores: list[str], progress: Callable[[
 
 
 def _revise_batch(app: Realmem, plan: _Plan, client: Any, root: Path, tree: treemod.Tree, summary: str,
-                  batch: list[Key], notes: list[str]) -> None:
+                  batch: list[Key], notes: list[Skip]) -> None:
     items = []
     for k in batch:
         current = plan.paths(k)
@@ -527,7 +529,7 @@ def _revise_batch(app: Realmem, plan: _Plan, client: Any, root: Path, tree: tree
     try:
         reply = client.complete_json(path_prompt(summary, tree, items))
     except (EndpointUnavailable, EndpointError) as exc:
-        notes.append(f"path revision of {count(len(batch), 'memory')} skipped: {exc}")
+        notes.append(Skip("path-batch", "failed", str(exc), len(batch)))
         return
     for k in batch:
         answer = _answer_for(reply, ids.short(k[1]), k[1])
@@ -547,13 +549,10 @@ def _revise_batch(app: Realmem, plan: _Plan, client: Any, root: Path, tree: tree
         if not kept or set(kept) == set(current):
             continue
         m = plan.snapshot[k]
-        detail = f"{', '.join(current) or '.'} -> {', '.join(kept)}"
-        if discarded:
-            detail += f"; discarded {', '.join(discarded)}"
         trace = {"old": current, "answered": answer, "kept": kept, "discarded": discarded,
                  "tree_hash": tree.hash}
         plan.set_paths(k, kept, _decided(app, m, "paths", "path revision", k, trace),
-                       Change("paths", ids.short(k[1]), plan.caption(k), None, detail))
+                       Change("paths", ids.short(k[1]), plan.caption(k), paths=(current, kept, discarded)))
 
 
 # --- running and applying -----------------------------------------------------------------------
@@ -591,7 +590,7 @@ def consolidate(app: Realmem, *, stores: list[str] | None = None, revise_paths: 
         if progress is not None:
             progress(done, total, message)
 
-    notes: list[str] = []
+    notes: list[Skip] = []
     reviewed = 0
     jd = _Judge(app)
     try:
@@ -624,9 +623,8 @@ def _skip(plan: _Plan, keys: list[Key], stale: list[Key]) -> list[Change]:
     names = ", ".join(ids.short(k[1]) for k in stale)
     for k in keys:
         m = plan.snapshot[k]
-        why = ("edited while consolidation ran; left alone" if k in stale
-               else f"left alone: {names} was edited while consolidation ran")
-        out.append(Change("skipped", ids.short(k[1]), m.caption, None, why))
+        out.append(Change("skipped", ids.short(k[1]), m.caption, why="edited" if k in stale else "edited-with",
+                          value="" if k in stale else names))
     return out
 
 
@@ -658,30 +656,3 @@ def apply(app: Realmem, plan: _Plan) -> list[Change]:
             changes.extend(g.changes)
     changes.extend(plan.skipped)
     return changes
-
-
-# --- rendering ----------------------------------------------------------------------------------
-
-def render_report(report: Report) -> str:
-    scopes = ", ".join(dict.fromkeys(store_kind(s) for s in report.stores)) or "no stores"
-    if report.cancelled:
-        return f"Consolidation cancelled ({scopes}); nothing was written."
-    written = [c for c in report.changes if c.kind not in ("skipped", "refused")]
-    lines = [f"Consolidation reviewed {count(report.reviewed, 'memory')} ({scopes}): {count(len(written), 'change')}."]
-    if not report.changes:
-        lines.append("Nothing to change.")
-    for kind in KINDS:
-        group = [c for c in report.changes if c.kind == kind]
-        if not group:
-            continue
-        lines += ["", f"{HEADINGS[kind]}: {len(group)}"]
-        for c in group:
-            line = f"  {c.id}  {c.caption}"
-            if c.other:
-                line += f"  → {c.other}"
-            if c.detail:
-                line += f"  — {c.detail}"
-            lines.append(line)
-    for note in report.notes:
-        lines += ["", f"Note: {note}"]
-    return "\n".join(lines)

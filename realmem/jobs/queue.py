@@ -163,7 +163,7 @@ def enqueue_retry(app: "Realmem") -> bool:
 def pending_tasks(home: Path) -> int:
     """Wake-ups waiting in the queue: through this process's Huey when it has one (see
     _QUEUE_LOCK), else straight from Huey's SQLite table (what its ``pending_count`` runs),
-    read-only: importing Huey was a sixth of `realmem status`."""
+    read-only: importing Huey would slow `realmem status`."""
     key = str(Path(home).resolve())
     with _QUEUE_LOCK:  # see _QUEUE_LOCK: never beside a Huey of this process on the same file
         huey = _HUEYS.get(key)

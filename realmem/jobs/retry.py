@@ -17,7 +17,7 @@ from realmem.gate import availability
 from realmem.gate.remember import back_off_or_drop, retry
 from realmem.storage.lock import LockTimeout
 from realmem.stores.project import detect, forget_cache
-from realmem.write import observe
+from realmem.write.attached import open_attached
 from realmem.projections import queries
 
 
@@ -51,7 +51,7 @@ def retry_due(home: Path, *, force: bool = False) -> int:
     attempted = 0
     for key, cwd in projects.items():
         try:
-            app = observe.open_attached(home, cwd)  # re-keys a path key that became a git key
+            app = open_attached(home, cwd)  # re-keys a path key that became a git key
         except LockTimeout:
             continue
         try:

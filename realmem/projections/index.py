@@ -72,9 +72,8 @@ _unwritten: dict[apsw.Connection, dict[str, tuple[str, str]]] = {}
 def tokens_cached_at_end(conn: apsw.Connection) -> Iterator[None]:
     """The tokens that ``sync`` makes inside (a scan's batches) go to the cache in one
     transaction at the end.  The cache is keyed by a hash, so each batch's inserts touched
-    most pages of its key index, and each commit wrote them to the WAL again (10k new files
-    at 100k memories: 32 of the WAL's 95 MB).  It is only a cache: texts whose tokens a crash
-    kept from it are tokenized again by the next replay."""
+    most pages of its key index, and each commit wrote them to the WAL again.  It is only a
+    cache: texts whose tokens a crash kept from it are tokenized again by the next replay."""
     if conn in _unwritten:  # nested: the outer one writes them
         yield
         return
@@ -99,7 +98,7 @@ def drop(conn: apsw.Connection, rowid: int) -> None:
 
 def clear(conn: apsw.Connection) -> None:
     """Empty the FTS5 index by dropping it and making it again from its stored definition:
-    DELETE FROM removes one row at a time, tokenizing each again (1.3 s at 100k memories)."""
+    DELETE FROM removes one row at a time, tokenizing each again."""
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='memories_fts'").fetchone()
     conn.execute("DROP TABLE memories_fts")
     conn.execute(sql)
@@ -242,8 +241,8 @@ def index_all(conn: apsw.Connection) -> int:
         out.append((rowid, *toks))
     _cache_tokens(conn, fresh)
     # No merging while loading, and the pending terms flushed to a segment every 32 MB instead
-    # of every 1 MB: the optimize below merges every segment into one anyway (100k memories:
-    # 1.3 -> 1.05 s, then the load 1.07 -> 0.82 s and the optimize 0.3 -> 0.17 s).  Then FTS5's
+    # of every 1 MB: the optimize below merges every segment into one anyway, and the
+    # load and the optimize both take less time.  Then FTS5's
     # defaults again, as live writes expect.
     _fts_config(conn, automerge=0, hashsize=FTS_LOAD_HASHSIZE)
     conn.executemany("INSERT INTO memories_fts(rowid, caption, body) VALUES (?,?,?)", out)
@@ -259,9 +258,8 @@ def _fts_config(conn: apsw.Connection, **values: int) -> None:
 
 def optimize_fts(conn: apsw.Connection) -> None:
     """Merge the FTS5 index into one segment after a bulk load.  A bulk insert leaves it in
-    many segments, and a query walks every segment's doclist of each term: at 100k memories a
-    common-word query reads twice the pages (the gate's BM25 neighbours 94 -> 69 ms; the
-    merge takes 0.6 s).  Same rows, same bm25 scores."""
+    many segments, and a query walks every segment's doclist of each term: in a large store a
+    common-word query reads many more pages than over one segment.  Same rows, same bm25 scores."""
     conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
 
 

@@ -134,7 +134,7 @@ class FileProjector:
     def one_flush(self) -> Iterator[None]:
         """Changes made inside (a scan's batches, under one lease) write their files without a
         flush each and leave the position alone; at the end one flush, then the position of
-        the last change whose files were all written (a flush per batch was a tenth of
+        the last change whose files were all written (a flush per batch slowed
         observing a pull).  Until then this process's catch-up counts those files as written;
         a crash before the end leaves the position behind, and the next writer writes them
         again."""
@@ -285,7 +285,7 @@ class FileProjector:
         projection has reached count (a killed writer may have left a later row's file
         unwritten, its stamp still that of the text before).  Read before the tables are
         rebuilt, from the ``memories_scope`` index alone: reading the rows themselves (their
-        texts) took about twice as long (130k memories: 1.1-1.6 -> 0.6-0.7 s)."""
+        texts) is slower."""
         out: dict[tuple[str, str], tuple[int, int]] = {}
         for store, mem_id, name, seq, mtime_ns, size in self.conn.execute(
                 "SELECT m.store, m.id, m.file, m.last_seq, s.mtime_ns, s.size FROM memories m "
@@ -310,7 +310,7 @@ class FileProjector:
         stats: dict[tuple[str, str], tuple[int, int]] = {}
         reachable: dict[str, bool] = {}
         dirs: dict[str, tuple[Path, str]] = {}
-        for key in names:  # in no order: each file is its own (sorting 100k keys cost 0.15 s)
+        for key in names:  # in no order: each file is its own (sorting a large store's keys costs time)
             store = key[0]
             if store not in reachable:  # asked once per store: it may stat the project root
                 reachable[store] = self.stores.files_reachable(store)
@@ -345,7 +345,7 @@ class FileProjector:
         self._flush()  # one flush for all files (deletions flushed their directory already)
         with db.transaction(self.conn):
             # file_stats becomes ``stats``; only the rows that differ are written (a replay of a
-            # store whose files were all in step writes none: 100k rows cost 0.7 s).
+            # store whose files were all in step writes none, not every row).
             recorded = {(r[0], r[1]): (r[2], r[3]) for r in
                         self.conn.execute("SELECT store, file, mtime_ns, size FROM file_stats")}
             changed: dict[str, dict[str, tuple[int, int] | None]] = {}

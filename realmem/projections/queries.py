@@ -289,7 +289,7 @@ def most_used_store_wide(conn: apsw.Connection, stores: Sequence[str], limit: in
     The used ones come from the counters first (a few sorted rows, not every memory of a 100k
     store), the never-used ones only when they are too few."""
     # The store-wide values compared whole, as the path-scoped reads do: a json_each per memory
-    # was a fifth of this query at 100k memories.
+    # slowed this query in a large store.
     where = (f"m.quarantined IS NULL AND m.store IN ({_marks(stores)}) "
              f"AND m.paths IN ({_marks(STORE_WIDE_PATHS)})")
     rows = conn.execute(
@@ -324,8 +324,8 @@ def path_scoped_oldest_update(conn: apsw.Connection, stores: Sequence[str]) -> t
     """Of the unquarantined memories in ``stores`` with a path other than a store root: the
     oldest ``updated`` in UTC with a Z (as realmem writes them), as epoch seconds read by
     SQLite, and every distinct other value, for the caller to parse (Python reads more
-    formats, and a time without a zone as local).  Parsing every memory's time in Python took
-    a quarter of a second at 100k memories."""
+    formats, and a time without a zone as local).  Parsing every memory's time in Python is
+    slow in a large store."""
     where = (f"quarantined IS NULL AND store IN ({_marks(stores)}) "
              f"AND paths NOT IN ({_marks(STORE_WIDE_PATHS)})")
     args = (*stores, *STORE_WIDE_PATHS)

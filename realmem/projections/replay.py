@@ -69,8 +69,8 @@ def fold(conn: apsw.Connection, progress: Progress | None = None) -> tuple[State
 
 
 def _write_tables(conn: apsw.Connection, state: State, last: int, lock: LeaseLock | None = None) -> None:
-    """One transaction; ``lock``: the write lease, renewed in it (it lasts seconds at 100k
-    memories, and the renewal thread waits behind it)."""
+    """One transaction; ``lock``: the write lease, renewed in it (it is long in a large
+    store, and the renewal thread waits behind it)."""
     with db.transaction(conn):
         tables.clear(conn)
         tables.save_all(conn, state)
@@ -93,7 +93,7 @@ def replay(app: "Realmem", progress: Progress | None = None) -> ReplayReport:
         state, n, names = fold(app.conn, progress)
         last = log.last_seq(app.conn)
         known = app.projector.known_stamps(state)
-        # The tables' checkpoint (some 200 MB of WAL at 100k memories, most of it an fsync)
+        # The tables' checkpoint (a large WAL after a large store's rebuild, most of it an fsync)
         # runs on a thread while the files are compared and written.
         with db.one_checkpoint(app.conn, behind):
             _write_tables(app.conn, state, last, app.lock)

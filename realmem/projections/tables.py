@@ -62,7 +62,7 @@ def rows_by_key(conn: apsw.Connection, cols: str, table: str, keys: Sequence[Key
     """Rows of ``table`` (``store, id`` first, then ``cols``) for ``keys``: one query per store
     and 500 ids instead of one per key (a scan's batch loads 500 memories), each through the
     table's (store, id) primary key: ``id IN`` alone read the whole counters, urgency and
-    missing_paths tables at every write (20-30 ms at 100k memories)."""
+    missing_paths tables at every write."""
     by_store: dict[str, list[str]] = {}
     for store, mem_id in set(keys):
         by_store.setdefault(store, []).append(mem_id)
@@ -225,8 +225,8 @@ def save_all(conn: apsw.Connection, state: State) -> None:
     with _indexes_made_after(conn, "memories"):
         conn.executemany(
             f"INSERT INTO memories({MEMORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            # The fields read straight from the record, not through Memory's properties (100k
-            # memories: 0.26 -> 0.14 s to build the rows).
+            # The fields read straight from the record, not through Memory's properties (a call
+            # each, per row).
             [(m.store, m.id, f.caption, f.content,
               as_json.get(p) or as_json.setdefault(p, json.dumps(f.paths, ensure_ascii=False)), f.created, f.updated,
               f.file, f.text, m.hash, m.source, m.quarantined, m.last_seq)
@@ -251,8 +251,8 @@ def save_all(conn: apsw.Connection, state: State) -> None:
 @contextlib.contextmanager
 def _indexes_made_after(conn: apsw.Connection, table: str) -> Iterator[None]:
     """Drop the table's own indexes for a bulk insert and make them again from their stored
-    definitions: one sort per index instead of a random b-tree insert per row and index
-    (100k memories: 1.4 -> 0.8 s).  Inside the caller's transaction: an error rolls the drop back."""
+    definitions: one sort per index instead of a random b-tree insert per row and index.
+    Inside the caller's transaction: an error rolls the drop back."""
     made = conn.execute("SELECT name, sql FROM sqlite_master WHERE type='index' AND tbl_name=? AND sql IS NOT NULL",
                         (table,)).fetchall()
     for name, _ in made:

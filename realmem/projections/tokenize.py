@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 _U61_SEPARATOR_LETTERS = "\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3"
 
 
-# The patterns below are compiled on first use, not at import: compiling them costs ~3 ms,
-# which every start-up that loads this module (`realmem status`) would pay for nothing.
+# The patterns below are compiled on first use, not at import: compiling them is a cost
+# that every start-up loading this module (`realmem status`) would pay for nothing.
 @functools.cache
 def _word() -> re.Pattern[str]:
     # One unicode61 token character: a letter or number, minus the exceptions above.

@@ -27,7 +27,7 @@ import apsw
 
 from realmem.projections import index, queries
 
-SAMPLE = 48  # captions embedded as queries: 48 x 47 pairs, about half a second with e5
+SAMPLE = 48  # captions embedded as queries: 48 x 47 pairs
 MIN_MEMORIES = 5
 STRONG_QUANTILE = 0.995
 WEAK_QUANTILE = 0.85

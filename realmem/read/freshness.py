@@ -111,7 +111,7 @@ def resolve(app: Realmem, store: str, stored: str, home: Path, cache: dict[tuple
 
 
 # Bounded small: a pass over every memory (the first history's reach, `realmem stale`) cycles
-# through all their times, and 65536 of them held 14 MB in the rpc child for no later hit.
+# through all their times, and a large cache held them in the rpc child for no later hit.
 @functools.lru_cache(maxsize=4096)
 def epoch(iso: str) -> float | None:
     try:
@@ -386,7 +386,7 @@ def check(app: Realmem, items: Iterable[Memory | Subject], *, wait: bool = True)
 def warm(app: Realmem, *, background: bool = False) -> None:
     """Read the history now (session start), so the first path note does not wait for git.
     ``background``: all of it on a thread of its own, the scan of the memories for the oldest
-    update included (0.1 s at 100k memories, that the first prompt waited for)."""
+    update included (which the first prompt waited for otherwise)."""
     if not enabled(app) or _root(app) is None:
         return
     if not background:

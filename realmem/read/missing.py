@@ -30,7 +30,7 @@ def renames(root: Path, limit: int = 2000, cache: Path | None = None) -> dict[st
     """old path -> newest path, from `git log` rename records (newest first).  With ``cache``
     (a directory), kept in its git-renames.json per project for the HEAD it was read at: a
     commit's history never changes, and `git log -M` over 2000 commits ran at every session
-    start that found a missing path (a tenth of a second or more)."""
+    start that found a missing path."""
     dirs = _git_dirs(root) if cache is not None else None
     head = read_head(root, dirs) if dirs is not None else None
     if cache is None or dirs is None or head is None or _history_rewritten(dirs.common):
@@ -118,13 +118,13 @@ def check(app: Realmem) -> int:
     Session start runs this, so its cost follows the distinct paths values, not the memories:
     each value is resolved once (many memories share a module or a glob such as
     ``**/migrations/*.sql``, and a glob can walk the whole tree), and SQLite picks the memories
-    whose recorded flags differ (reading every memory's paths and flags in Python took half a
-    second at 100k memories).
+    whose recorded flags differ (reading every memory's paths and flags in Python is slow in a
+    large store).
 
     That comparison is skipped when the last check found every flag as expected, or wrote
     them so, and nothing it depends on has moved since: the same answers from the files, the
     same memories per paths value with no newer change among them, and no PathsChecked since
-    (at 100k memories the comparison was a fifth of a second of the first prompt's wait)."""
+    (in a large store the comparison was a good part of the first prompt's wait)."""
     if app.project is None:
         return 0
     moved: dict[str, str] | None = None

@@ -79,15 +79,14 @@ class NoteIndex:
     """Where every path-scoped memory in the visible stores applies: its absolute patterns in a
     ``PathIndex`` under the key store NUL id, and nothing else.  Its text, paths and freshness
     subject are read when a tool call touches it (``load``), so the rpc child holds neither
-    the facts nor an object per memory of a large store (at 100k memories the index with one
-    per path-scoped memory was 62 MB)."""
+    the facts nor an object per memory of a large store."""
 
     def __init__(self) -> None:
         self.seq = -1
         self.index = paths.PathIndex()
         # (store, stored path) -> its absolute pattern: a path many memories share is resolved
         # once and its text kept once; ``load`` resolves from it too (one entry per distinct
-        # path, not per memory: 1.5 MB at 100k, and path notes stay at their 10k latency).
+        # path, not per memory, so a large store's path notes stay as quick as a small one's).
         self.resolved: dict[tuple[str, str], str | None] = {}
         # Index key -> its entry as ``load`` read it, for the next touches of the same paths
         # (an agent reads and edits the same files again and again); dropped with the index.
@@ -235,6 +234,18 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         fits_caption = max_caps > 0 and len(block_cap) <= budget
         if not (fits_full or fits_caption):
             settled.append(e)
+    shown_now = [e for e, _ in (*full, *caps)]
+    if record and shown_now:
+        event = ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)
+        if counter is None:
+            app.emit([event])
+        else:
+            counter(event)
+    return Notes(_text(full, caps, counted), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
+
+
+def _text(full: list[tuple[Entry, str]], caps: list[tuple[Entry, str]], counted: list[Entry]) -> str:
+    """The notes block: the full notes, the captions, then a line counting the rest."""
     lines = ["<realmem-path-notes>"]
     lines.extend(block for _, block in (*full, *caps))
     if caps:
@@ -245,14 +256,7 @@ def path_notes(app: Realmem, note_index: NoteIndex, *, tool_name: str, tool_inpu
         lines.append(f"{count(n, 'more memory is', 'more memories are')} attached to {_paths(where)}: "
                      f"realmem_recall paths=[...] lists them.")
     lines.append("</realmem-path-notes>")
-    shown_now = [e for e, _ in (*full, *caps)]
-    if record and shown_now:
-        event = ev.PathNotesShown([e.key for e in shown_now], touched[:20], tool_name)
-        if counter is None:
-            app.emit([event])
-        else:
-            counter(event)
-    return Notes("\n".join(lines), [ids.short(e.key[1]) for e in (*shown_now, *settled)], touched)
+    return "\n".join(lines)
 
 
 _FLAG_ROOM = len("\n⚠  changed in 1234567+ commits since 2026-01-01; verify before relying on it")

@@ -27,7 +27,7 @@ from realmem.projections import tables
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.projections.tokenize import query_units
-from realmem.words import count
+from realmem.words import quoted
 
 CANDIDATES = 100  # BM25 candidates examined per query
 NEIGHBOURS = 30  # vector neighbours examined: vec0's cost grows with k, and few are within COSINE_REL
@@ -97,7 +97,7 @@ def _abs_focus(app: Realmem, raw: Sequence[str]) -> list[str]:
         try:
             out.append(paths.normalize_input(p, cwd=app.cwd, home=frames.user_home()))
         except paths.PathError as exc:
-            from realmem.gate.safety import mask_secrets  # lazily: 70 ms of regexes, for an error only
+            from realmem.gate.safety import mask_secrets  # lazily: many regexes, for an error only
 
             raise RealmemError(f"bad path {mask_secrets(p)!r}: {exc}") from None
     return out
@@ -259,7 +259,7 @@ def recall(app: Realmem, *, queries: Sequence[str] = (), raw_paths: Sequence[str
         asked = [q[:MAX_QUERY] for q in asked]
     for q in asked:
         if not any(topical for _, _, topical in query_units(q)):
-            notes.append(f"{_quote(q)} has no words to search for (only punctuation or common words).")
+            notes.append(f"{quoted(q)} has no words to search for (only punctuation or common words).")
     weak: dict[Key, float] = {}
     checks: list[dict[str, Any]] = []
     if asked:
@@ -316,21 +316,6 @@ def _rank_key(weak: bool, path_class: int, used: int, relevance: float, key: Key
     if weak:
         return (True, 0, 0, -relevance, key[1], key, used, path_class)
     return (False, path_class, -use_bucket(used), -relevance, key[1], key, used, path_class)
-
-
-def _quote(q: str, width: int = 80) -> str:
-    return '"' + (q if len(q) <= width else q[: width - 1] + "…") + '"'
-
-
-def nothing_found(r: Result) -> str:
-    """What to say for an empty page of recall (or above weak matches)."""
-    if r.past_end and r.total:
-        return f"There is no page {r.page}: {count(r.total, 'memory fills', 'memories fill')} {count(r.pages, 'page')}."
-    if not r.asked:
-        return "Nothing to recall: give a query, paths or ids."
-    if r.queries:
-        return "No memory matches " + " or ".join(_quote(q) for q in r.queries) + "."
-    return "No memory matches those paths or ids."
 
 
 def _page(items: Sequence[Any], page: int, size: int) -> Result:

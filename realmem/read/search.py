@@ -72,9 +72,9 @@ def _rarest(conn: apsw.Connection, text: str, limit: int, max_terms: int) -> str
     return _match({c for cs, _, _ in picked for c in cs})
 
 
-# FTS5 scores every memory its query matches (a docsize lookup and the bm25 sum each, about
-# 2 us here) and cannot skip ahead the way Lucene's block-max WAND does, so a query whose
-# words together match more memories than this is narrowed first.
+# FTS5 scores every memory its query matches (a docsize lookup and the bm25 sum each) and
+# cannot skip ahead the way Lucene's block-max WAND does, so a query whose words together
+# match more memories than this is narrowed first.
 POSTINGS_BUDGET = 10_000
 
 
@@ -157,7 +157,7 @@ def _top(conn: apsw.Connection, match: str, stores: Sequence[str], limit: int) -
     # Rank inside FTS5 first, then join: joining every match before sorting costs more than
     # the ranking itself on large stores.  Over-fetch so other projects' hits cannot crowd out
     # the visible ones.  CROSS JOIN keeps the ranked rows the outer loop: left to itself the
-    # planner walks every memory of the visible stores (100 ms at 100k) to probe them.
+    # planner walks every memory of the visible stores to probe them.
     return conn.execute(
         f"SELECT m.store, m.id, f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts, 3.0, 1.0) AS score "
         f"FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score, rowid LIMIT ?) f "
@@ -177,8 +177,8 @@ def _weighted_units(conn: apsw.Connection, text: str) -> list[tuple[tuple[str, .
     # half way between the query's commonest known word and a word of no document: an agent's
     # extra word ("invoice number *format*") must not veto a match on the words the store
     # holds, and a near miss sharing one common word with a memory must not match (on the
-    # public set's tune split, the lightest weight alone made 0.44 of off-topic questions
-    # match, the rarest 0.26, half way 0.32, at the same recall@3).
+    # public set's tune split, half way lets far fewer off-topic questions match than the
+    # lightest weight, at the same recall@3).
     freq = [(cs, max((df[c] for c in cs), default=0)) for _, cs, topical in units if topical]
     known = [_idf(n, f) for _, f in freq if f]
     absent = (min(known) + _idf(n, 0)) / 2 if known else _idf(n, 0)
@@ -294,7 +294,7 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     """Nearest memories by cosine similarity (empty when no vector index exists).
 
     Small spaces scan the float index exactly.  Large ones take a shortlist by hamming
-    distance from the sign-quantized index (several times faster at the same k), then
+    distance from the sign-quantized index (much cheaper at the same k), then
     re-rank that oversampled shortlist exactly by cosine from the cached float vectors."""
     dims = index.vec_dims(conn)
     if not dims or len(vector) != dims or not usable(vector):
@@ -356,10 +356,9 @@ def _hamming_shortlist(conn: apsw.Connection, blob: bytes, k: int, dims: int) ->
     same list (every row of it passes, and rows beyond the cap are never picked before them);
     a cap below it returns fewer than k rows, and is raised.  Distances are whole bit counts;
     the cap is raised by the growth the counts so far show, so it lands at or just past the
-    k-th distance in a few cheap tries instead of overshooting into thousands of rows
-    (at 100k vectors and k = 1016: about 20 ms instead of 100).  Each try costs a pass over
-    every vector, so the first one starts at the median of how far past the probe's distance
-    the last shortlists of this database found their k-th: one try, or two, instead of three
+    k-th distance in a few cheap tries instead of overshooting into thousands of rows.
+    Each try costs a pass over every vector, so the first one starts at the median of how far
+    past the probe's distance the last shortlists of this database found their k-th: one try, or two, instead of three
     or four (starting at the largest overshot by several bits, which costs more than a try)."""
     knn = f"SELECT rowid, distance FROM {index.BIN_TABLE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"
     probe = conn.execute(knn, (blob, k if k < CAP_MIN_K else PROBE_K)).fetchall()

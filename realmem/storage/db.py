@@ -171,10 +171,10 @@ def transaction(conn: apsw.Connection, *, immediate: bool = True) -> Iterator[ap
 @contextlib.contextmanager
 def one_checkpoint(conn: apsw.Connection, behind: Checkpoints | None = None) -> Iterator[None]:
     """Large transactions in a row (a scan's batches) without a checkpoint after each, then
-    one at the end.  A batch of 500 new memories in a 100k store rewrites some 1,700 pages of
-    indexes keyed by random ids, so every commit passed ``wal_autocheckpoint`` and copied them
-    all into the database and synced it (70 ms a batch, a quarter of observing a pull); the
-    pages the batches share are copied once.  Other connections checkpoint as before.
+    one at the end.  A batch of new memories in a large store rewrites many pages of indexes
+    keyed by random ids, so every commit passed ``wal_autocheckpoint`` and copied them all
+    into the database and synced it; the pages the batches share are copied once.  Other
+    connections checkpoint as before.
     ``behind``: that checkpoint is made on its thread, else here."""
     (was,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
     conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -193,8 +193,8 @@ class Checkpoints:
     """Checkpoints of ``conn``'s database made on a thread, with a connection of its own,
     while the caller goes on (a scan's other stores, replay's file pass).  Most of the
     checkpoint after a large write is the fsync of the WAL and the database, which needs no
-    core: after a 10k-file pull at 100k memories, 0.28 of its 0.35 s.  Until it is done
-    ``conn`` makes no checkpoint of its own (its next commit would take the work back).
+    core.  Until it is done ``conn`` makes no checkpoint of its own (its next commit would
+    take the work back).
     Exiting the context waits for the last one.  A checkpoint that fails is logged: the WAL
     still holds every commit, and the next checkpoint copies them."""
 

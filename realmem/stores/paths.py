@@ -591,7 +591,7 @@ class PathIndex:
 
     def __init__(self, entries: Iterable[tuple[str, str]] = ()) -> None:
         # A key's patterns as a tuple, not a dict: a key has one or two, and the path-note
-        # index holds a key per path-scoped memory (a dict each was a third of it at 100k).
+        # index holds a key per path-scoped memory (a dict each made it much larger).
         self._patterns: dict[str, tuple[str, ...]] = {}
         self._literal: dict[str, dict[str, None]] = {}
         self._globs: dict[str, dict[str | None, dict[str, _Glob]]] = {}

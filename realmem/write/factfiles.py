@@ -3,8 +3,8 @@
 ``read`` checks a store entry before it opens it (a symlink leaving the store, a FIFO, a
 device, a file too large, binary or not UTF-8 is a ``BadFile``, never a hang or a crash).
 
-A `git pull` may bring thousands of new fact files.  Reading, parsing and safety-scanning one
-is about 0.1 ms of one core's time, and the scan does them one after the other.  With many new
+A `git pull` may bring thousands of new fact files.  Reading, parsing and safety-scanning them
+takes one core's time, and the scan does them one after the other.  With many new
 files, a ``Helper`` process (this module run with ``python -m``) works through them from the
 last one back while the scan works from the first one on; when the scan reaches a file the
 helper has done, the rest are done, and the helper is stopped.  The two meet wherever the
@@ -31,8 +31,8 @@ from realmem.storage.fsutil import NotRegularFile, file_kind, read_regular
 if TYPE_CHECKING:
     import subprocess
 
-# Fewer new files than this are read by the scan alone: the helper's start (some 0.15 s of
-# interpreter and imports) would not pay for itself.
+# Fewer new files than this are read by the scan alone: the helper's start (an
+# interpreter and its imports) would not pay for itself.
 HELPER_MIN_FILES = 1000
 _FRAME = 4  # bytes of each result's length
 
@@ -247,7 +247,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     root = Path(os.path.realpath(d))
     for name in reversed(names):
         found = _find(Path(d), root, name)
-        if found is not None and found[4] is not None:  # as plain values: marshal, 3x faster than pickle
+        if found is not None and found[4] is not None:  # as plain values: marshal, faster than pickle
             found = (*found[:4], attrs.astuple(found[4], recurse=False), found[5])
         frame = marshal.dumps(found)
         stdout.write(len(frame).to_bytes(_FRAME, "little") + frame)

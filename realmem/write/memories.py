@@ -142,7 +142,7 @@ def edit_paths_from_input(app: Realmem, key: Key, raw_paths: list[str]) -> list[
             absolute = paths.normalize_input(raw, cwd=app.cwd, home=frames.user_home())
             out.append(paths.to_store_frame(absolute, kind=kind, root=root, home=frames.user_home()))
         except paths.PathError as exc:
-            from realmem.gate.safety import mask_secrets  # lazily: 70 ms of regexes, for an error only
+            from realmem.gate.safety import mask_secrets  # lazily: many regexes, for an error only
 
             raise RealmemError(f"bad path {mask_secrets(raw)!r} for a {store_kind(key[0])} memory: {exc}") from None
     return out or [default_path(key[0])]

@@ -5,9 +5,9 @@ A scan compares each store directory with the memories table and records what di
 ``FileObserved`` / ``FileProblem`` events carrying the file's content, so the change is
 projected (and replayable) like any other.  A bad file is reported, never fatal.
 
-``Realmem.open`` only connects and catches up; ``attach`` is the use case a front end runs
-after it: register the stores visible from the working directory, move a path-keyed personal
-store to its git key, and scan for outside changes.
+``Realmem.open`` only connects and catches up; ``attach`` is the use case run after it
+(``realmem.write.attached`` does both): register the stores visible from the working
+directory, move a path-keyed personal store to its git key, and scan for outside changes.
 """
 
 from __future__ import annotations
@@ -48,20 +48,17 @@ def _digest(text: str) -> str:
 # its directory's mtime is what the last scan saw (a file added, removed or renamed into place,
 # as editors and git do, changes it).  An edit written in place is caught by the next full
 # scan: session start and the scan before realmem edits a memory.  Smaller stores are
-# always stat'ed: it costs a few milliseconds (at 1,700 files the listing, the stats and the
-# rows compared cost ~10 ms on every command: a tenth of `realmem status` at 10k memories).
+# always stat'ed: it costs little on every command.
 QUICK_OPEN_FILES = 500
 # A directory mtime this close to the scan's start may still be followed by a change within the
 # same timestamp tick (or a skewed network clock): such a stamp is not trusted next time.
 _RACY_NS = 1_000_000_000
 # A scan's events are appended in transactions of this many: a few big appends instead of one
 # per file, yet short enough that another process's write (a session start's, a recall hit's)
-# never waits long for a `git pull`'s thousands (a batch holds the lock some 0.2 s at 100k
-# memories).  Each commit writes every index page its batch touched to the WAL, and new
-# memories land all over the indexes keyed by content hash: batches of 500 wrote 150 MB of
-# WAL for 10k files at 100k memories, batches of 2,000 write 95 MB (0.3-0.85 s less).  A crash
-# keeps the batches committed; the files of the others are read again by the next scan (each
-# batch records its files' stats).
+# never waits long for a `git pull`'s thousands.  Each commit writes every index page its
+# batch touched to the WAL, and new memories land all over the indexes keyed by content hash:
+# larger batches share those pages, and write less WAL.  A crash keeps the batches committed;
+# the files of the others are read again by the next scan (each batch records its files' stats).
 EMIT_BATCH = 2000
 _DIR_ROW = ""  # the file_stats row (file name "") holding the directory's stamp; no fact is named ""
 
@@ -207,8 +204,8 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
     one directory listing and stat per file, nothing read.  Past ``SYNC_FILES`` new or gone
     files (a pull's thousands) the answer is already "in the background", so the count stops
     there: a store listing that many more files than it has recorded stats for is not
-    compared name by name (reading the 100k recorded stats alone took a quarter of a second;
-    the count is then a floor, exact unless files also went), known files are not stat'ed,
+    compared name by name (reading a large store's recorded stats alone is slow; the count
+    is then a floor, exact unless files also went), known files are not stat'ed,
     and gone files are not looked for once the new ones alone are past it."""
     pending = 0
     listed: list[tuple[Path, dict[str, tuple[int, int]], list[str]]] = []
@@ -252,8 +249,8 @@ def backlog(app: Realmem, stores: list[str] | None = None) -> int:
 
 
 def _names(app: Realmem, store: str) -> tuple[Path, list[str]]:
-    """A store's directory and the names of its fact files now (names only: listing 76k
-    entries as DirEntry objects cost twice as much)."""
+    """A store's directory and the names of its fact files now (names only: DirEntry
+    objects cost more)."""
     d = app.store_dir(store)
     try:
         return d, [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
@@ -319,202 +316,255 @@ class _Reads:
 def _scan_store(app: Realmem, store: str,
                 reads: _Reads) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
     """(events, file stats to record, memories whose file already holds their observed text)."""
-    d = app.store_dir(store)
-    known = queries.memory_files(app.conn, store)  # id -> file name; a text is read only to compare
-    by_file = {f: mem_id for mem_id, f in known.items()}
-    problems, kinds = {}, {}
-    for name, (digest, kind) in queries.file_problems(app.conn, store).items():
-        problems[name], kinds[name] = digest, kind
-    events: list[ev.Event] = []
-    seen_ids: dict[str, str] = {}
-    fine: set[str] = set()  # names that read as a fact this time
-    new_stats: dict[str, tuple[int, int] | None] = {}
-    on_disk: set[ev.Key] = set()
+    return StoreScan(app, store, reads).run()
 
-    def problem(name: str, kind: str, message: str, line: int | None, digest: str) -> None:
-        if problems.get(name) != digest:
-            events.append(ev.FileProblem(store, name, kind, message, line, digest))
-            logger.warning("fact file problem", store=store, file=name, problem=kind, line=line)
 
-    notices: list[ev.Event] = []  # told last: the file's FileObserved events clear its problems
+class StoreScan:
+    """One pass over a store's fact files, compared with its rows.  What the pass has found so
+    far is on the object (the events, the file holding each id, the stats to record); each
+    step is a method."""
 
-    read_files: dict[str, tuple[str | None, str]] = {}  # name -> (updated, text) of each file read as a fact
+    def __init__(self, app: Realmem, store: str, reads: _Reads) -> None:
+        self.app, self.store, self.reads = app, store, reads
+        self.d = app.store_dir(store)
+        self.where = str(self.d)  # joined with each name: a Path converts itself every time
+        self.root = self.d  # its real path, once listed
+        self.known = queries.memory_files(app.conn, store)  # id -> file name; a text is read only to compare
+        self.by_file = {f: mem_id for mem_id, f in self.known.items()}
+        self.problems: dict[str, str] = {}
+        self.kinds: dict[str, str] = {}
+        for name, (digest, kind) in queries.file_problems(app.conn, store).items():
+            self.problems[name], self.kinds[name] = digest, kind
+        self.events: list[ev.Event] = []
+        self.notices: list[ev.Event] = []  # told last: the file's FileObserved events clear its problems
+        self.seen_ids: dict[str, str] = {}  # id -> the file holding it
+        self.fine: set[str] = set()  # names that read as a fact this time
+        self.unchanged: set[str] = set()  # known files untouched since realmem wrote or read them
+        self.read_files: dict[str, tuple[str | None, str]] = {}  # name -> (updated, text) of each file read as a fact
+        self.new_stats: dict[str, tuple[int, int] | None] = {}
+        self.on_disk: set[ev.Key] = set()
+        self.names: set[str] = set()  # the fact files listed
+        self.stats: dict[str, tuple[int, int]] = {}  # file name -> (mtime_ns, size) recorded
 
-    def claim(mem_id: str, holder: str) -> tuple[str | None, str]:
+    def run(self) -> tuple[list[ev.Event], dict[str, tuple[int, int] | None], set[ev.Key]]:
+        listed = self._listed()
+        if listed is not None:
+            self._read_all(listed)
+            self._deleted()
+            self._resolved()
+            self.events.extend(self.notices)
+        return self.events, self.new_stats, self.on_disk
+
+    def _listed(self) -> list[str] | None:
+        """The names of the store's fact files; None when the store is not read (refused or
+        unreadable, which is reported)."""
+        escape = self.app.store_escape(self.store)
+        if escape is not None:
+            # Nothing there is read; its memories keep their last projected state.
+            if self.problems.get("") != _digest(escape):
+                logger.warning("store refused", store=self.store, reason=escape)
+                self.events.append(ev.FileProblem(self.store, "", "store-escape", escape, None, _digest(escape)))
+            return None
+        try:
+            return [n for n in os.listdir(self.d) if n.endswith(".md") and not n.startswith(".")]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:  # a loop, no permission: report it and keep every memory as it was
+            message = f"cannot list {self.d}: {exc.strerror}"
+            if self.problems.get("") != _digest(message):
+                self.events.append(ev.FileProblem(self.store, "", "unreadable", message, None, _digest(message)))
+            logger.warning("store unreadable", store=self.store, error=message)
+            return None
+
+    def _read_all(self, listed: list[str]) -> None:
+        self.root = Path(os.path.realpath(self.d))
+        self.names = set(listed)
+        new = sorted(n for n in listed if n not in self.by_file)
+        # Many new files (a pull): a helper process reads them from the last one back, while this
+        # one reads the known files' stamps and then the new files from the first one on.  A second
+        # pass under the lease finds them all read.
+        with factfiles.Helper(self.d, () if self.reads.texts else new) as helper:
+            self.stats = queries.file_stats(self.app.conn, self.store)
+            self.unchanged = _unchanged_files(self.d, [n for n in listed if n in self.by_file], self.stats)
+
+            # Most of a full scan: the files realmem wrote or read, untouched since.  Each holds its
+            # own memory's id, so they take their ids first; then the others, known files first.
+            for name in self.unchanged:
+                self.seen_ids[self.by_file[name]] = name
+            self.fine.update(self.unchanged)
+            changed = sorted(n for n in listed if n in self.by_file and n not in self.unchanged)
+            for i, name in enumerate((*changed, *new)):
+                if i >= len(changed):
+                    self.reads.take(name, helper.take(i - len(changed)))
+                try:
+                    self.one(name)
+                except Exception as exc:  # one file must never stop the others or the command
+                    logger.exception("fact file scan failed", store=self.store, file=name)
+                    self.problem(name, "unreadable", f"{name}: cannot be read as a fact ({type(exc).__name__}: {exc})",
+                                 None, _digest(repr(exc)))
+                    self._keep_last_good(name, self.by_file.get(name))
+
+    def _deleted(self) -> None:
+        """A known memory whose id no file holds now is deleted."""
+        for mem_id, name in self.known.items():
+            if mem_id not in self.seen_ids:
+                self.events.append(ev.FileObserved(self.store, mem_id, "deleted"))
+                if name not in self.fine:  # else another memory now lives in that file
+                    self.new_stats[name] = None
+
+    def _resolved(self) -> None:
+        """A recorded problem is resolved when its file is gone or reads as a fact again, and no
+        event of this scan tells of that file already."""
+        events = self.events
+        handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
+        handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
+        handled.update(self.known[e.id] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
+        for name in self.problems:
+            told = self.kinds.get(name) == "re-identified" and name in self.unchanged  # stays until the file changes
+            if name not in handled and (name not in self.names or name in self.fine) and not told:
+                events.append(ev.FileProblem(self.store, name, "resolved", f"{name} is gone or readable again",
+                                             None, ""))
+
+    def problem(self, name: str, kind: str, message: str, line: int | None, digest: str) -> None:
+        if self.problems.get(name) != digest:
+            self.events.append(ev.FileProblem(self.store, name, kind, message, line, digest))
+            logger.warning("fact file problem", store=self.store, file=name, problem=kind, line=line)
+
+    def _keep_last_good(self, name: str, mem_id: str | None) -> None:
+        """A file that does not read as a fact: its memory keeps its last good version."""
+        if mem_id is not None:
+            self.seen_ids[mem_id] = name
+
+    def claim(self, mem_id: str, holder: str) -> tuple[str | None, str]:
         """(updated, text) of the file that took ``mem_id`` first: read by this scan, or
         unchanged since realmem wrote or read it (the memory's own text)."""
-        if holder in read_files:
-            return read_files[holder]
-        m = app.memory((store, mem_id))
+        if holder in self.read_files:
+            return self.read_files[holder]
+        m = self.app.memory((self.store, mem_id))
         return (m.updated, m.text) if m is not None else (None, "")
 
-    def displace(holder: str, mem_id: str, name: str) -> None:
+    def displace(self, holder: str, mem_id: str, name: str) -> None:
         """``name`` is a newer version of the fact ``holder`` took first: it takes the id, and
         ``holder`` is reported as the copy (kept on disk for the user; never deleted)."""
-        events[:] = [e for e in events if not (isinstance(e, ev.FileObserved) and e.id == mem_id)]
-        on_disk.discard(ev.Key(store, mem_id))
-        fine.discard(holder)
-        unchanged.discard(holder)
-        new_stats[holder] = None  # read again next time, as the copy it now is
-        problem(holder, "duplicate-id", f"{holder} repeats the id of {name}; ignored", 2,
-                _digest(claim(mem_id, holder)[1]))
-        own = by_file.get(holder)
+        self.events[:] = [e for e in self.events if not (isinstance(e, ev.FileObserved) and e.id == mem_id)]
+        self.on_disk.discard(ev.Key(self.store, mem_id))
+        self.fine.discard(holder)
+        self.unchanged.discard(holder)
+        self.new_stats[holder] = None  # read again next time, as the copy it now is
+        self.problem(holder, "duplicate-id", f"{holder} repeats the id of {name}; ignored", 2,
+                     _digest(self.claim(mem_id, holder)[1]))
+        own = self.by_file.get(holder)
         if own is not None and own != mem_id:
-            seen_ids.setdefault(own, holder)  # the file's own memory keeps its last good version
+            self.seen_ids.setdefault(own, holder)  # the file's own memory keeps its last good version
 
-    def same(name: str, mem_id: str) -> None:
+    def same(self, name: str, mem_id: str) -> None:
         """A known file unchanged since realmem last read or wrote it."""
-        seen_ids[mem_id] = name
-        fine.add(name)
-        unchanged.add(name)
+        self.seen_ids[mem_id] = name
+        self.fine.add(name)
+        self.unchanged.add(name)
 
-    def one(name: str) -> None:
-        mem_id = by_file.get(name)
+    def one(self, name: str) -> None:
+        """Read the file ``name`` and record what differs from its memory's row."""
+        mem_id = self.by_file.get(name)
         try:
-            st, text = factfiles.read(where, name, root, None if mem_id is None else stats.get(name), reads.texts)
+            st, text = factfiles.read(self.where, name, self.root, None if mem_id is None else self.stats.get(name),
+                                      self.reads.texts)
         except factfiles.BadFile as bad:
-            problem(name, bad.kind, bad.describe(name), bad.line, _digest(bad.describe(name)))
-            if mem_id is not None and bad.kind not in ("symlink-escape", "not-a-file"):
-                seen_ids[mem_id] = name  # keep the last good version
+            self.problem(name, bad.kind, bad.describe(name), bad.line, _digest(bad.describe(name)))
+            if bad.kind not in ("symlink-escape", "not-a-file"):
+                self._keep_last_good(name, mem_id)
             return
         stamp = (st.st_mtime_ns, st.st_size)
         if text is None:  # unchanged since realmem last read or wrote it
             assert mem_id is not None
-            same(name, mem_id)
+            self.same(name, mem_id)
             return
         conflict = files.conflict_line(text)
         if conflict is not None:
             # Neither side nor the markers are served: the memory keeps the version this checkout
             # had before the merge (as for a malformed file), and the file is left to the user.
-            problem(name, "conflict", f"{name} has an unresolved merge conflict (line {conflict}); "
-                    "its last good version is served until it is resolved", conflict, _digest(text))
-            if mem_id is not None:
-                seen_ids[mem_id] = name
+            self.problem(name, "conflict", f"{name} has an unresolved merge conflict (line {conflict}); "
+                         "its last good version is served until it is resolved", conflict, _digest(text))
+            self._keep_last_good(name, mem_id)
             return
+        got = self._parse(name, mem_id, text)
+        if got is None:
+            return
+        parsed, text, restored, parsed_from_disk = got
+        assert parsed.id is not None
+        holder = self.seen_ids.get(parsed.id)
+        if holder is not None:
+            # One id in two files (a stale write, two homes on one checkout): the newer version
+            # (a later ``updated``) keeps it, whichever home scans, and the other is reported.  A
+            # tie (a plain copy, hand-written twins) keeps the file that took the id first.
+            if not _later(parsed.updated, self.claim(parsed.id, holder)[0]):
+                self.problem(name, "duplicate-id", f"{name} repeats the id of {holder}; ignored", 2, _digest(text))
+                if mem_id is not None:
+                    self.seen_ids.setdefault(mem_id, name)  # the file's own memory keeps its last good version
+                return
+            self.displace(holder, parsed.id, name)
+        self._observed(name, parsed, text, stamp, restored, parsed_from_disk, displaced=holder is not None)
+
+    def _parse(self, name: str, mem_id: str | None, text: str) -> tuple[files.Parsed, str, bool, bool] | None:
+        """The fact in ``text``, the text to record (with an id written in when the file has
+        none), whether that id is the file's own memory's, and whether the text is the file's
+        as it is on disk; None when it is malformed (reported)."""
         restored, parsed_from_disk = False, True
         try:
-            parsed = reads.parse(text)
+            parsed = self.reads.parse(text)
             if parsed.id is None:
-                parsed_id, notice = _identify(app, store, name, parsed, mem_id, seen_ids, names)
+                parsed_id, notice = _identify(self.app, self.store, name, parsed, mem_id, self.seen_ids, self.names)
                 if notice is not None:
-                    notices.append(ev.FileProblem(store, name, "re-identified", notice, None, _digest(text)))
-                    logger.warning("fact file re-identified", store=store, file=name)
+                    self.notices.append(ev.FileProblem(self.store, name, "re-identified", notice, None, _digest(text)))
+                    logger.warning("fact file re-identified", store=self.store, file=name)
                 now = now_iso()
                 text = files.render(id=parsed_id, caption=parsed.caption,
-                                    paths=parsed.paths or [default_path(store)],
+                                    paths=parsed.paths or [default_path(self.store)],
                                     created=parsed.created or now, updated=parsed.updated or now,
                                     content=parsed.content, previous=text)
                 parsed = files.parse(text)
                 restored, parsed_from_disk = parsed_id == mem_id, False
         except files.FactFileError as exc:
-            problem(name, "malformed", f"{name}: {exc}", exc.line, _digest(text))
-            if mem_id is not None:
-                seen_ids[mem_id] = name
-            return
-        assert parsed.id is not None
-        displaced = False
-        if parsed.id in seen_ids:
-            # One id in two files (a stale write, two homes on one checkout): the newer version
-            # (a later ``updated``) keeps it, whichever home scans, and the other is reported.  A
-            # tie (a plain copy, hand-written twins) keeps the file that took the id first.
-            holder = seen_ids[parsed.id]
-            if not _later(parsed.updated, claim(parsed.id, holder)[0]):
-                problem(name, "duplicate-id", f"{name} repeats the id of {holder}; ignored", 2, _digest(text))
-                if mem_id is not None:
-                    seen_ids.setdefault(mem_id, name)  # the file's own memory keeps its last good version
-                return
-            displace(holder, parsed.id, name)
-            displaced = True
-        seen_ids[parsed.id] = name
-        read_files[name] = (parsed.updated, text)
-        fine.add(name)
-        current = known.get(parsed.id)
-        if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
+            self.problem(name, "malformed", f"{name}: {exc}", exc.line, _digest(text))
+            self._keep_last_good(name, mem_id)
+            return None
+        return parsed, text, restored, parsed_from_disk
+
+    def _observed(self, name: str, parsed: files.Parsed, text: str, stamp: tuple[int, int], restored: bool,
+                  parsed_from_disk: bool, *, displaced: bool) -> None:
+        """``name`` holds ``parsed`` (``text`` as it is to be recorded): an event unless the
+        tables already agree."""
+        store, mem_id = self.store, parsed.id
+        assert mem_id is not None
+        self.seen_ids[mem_id] = name
+        self.read_files[name] = (parsed.updated, text)
+        self.fine.add(name)
+        current = self.known.get(mem_id)
+        if current == name and queries.memory_text(self.app.conn, (store, mem_id)) == text:
             if restored:  # only the id line was deleted: put it back (the tables already agree)
-                files.write(d, name, text)
-                st = os.stat(d / name)
+                files.write(self.d, name, text)
+                st = os.stat(self.d / name)
                 stamp = (st.st_mtime_ns, st.st_size)
-            new_stats[name] = stamp
+            self.new_stats[name] = stamp
             return
         now = "" if parsed.created and parsed.updated else now_iso()  # the clock only for a file missing either
         caption, content, fact_paths = parsed.caption, parsed.content, parsed.paths or [default_path(store)]
-        quarantine = reads.scan(parsed.caption, parsed.content, parsed.paths)
+        quarantine = self.reads.scan(parsed.caption, parsed.content, parsed.paths)
         if quarantine is not None:  # a committed secret: masked before the log or a table holds it
             caption, content, fact_paths, safe = factfiles.masked(caption, content, fact_paths, text)
             if safe != text:  # the file is rewritten as the log holds it (git shows the secret go)
                 text, parsed_from_disk = safe, False
-                if current == name and queries.memory_text(app.conn, (store, parsed.id)) == text:
-                    new_stats[name] = stamp  # masked the same way before: nothing new to record
+                if current == name and queries.memory_text(self.app.conn, (store, mem_id)) == text:
+                    self.new_stats[name] = stamp  # masked the same way before: nothing new to record
                     return
         fields = ev.Fields(caption, content, fact_paths, parsed.created or now, parsed.updated or now, name, text)
-        events.append(ev.FileObserved(store, parsed.id, "changed" if current else "added", fields, quarantine))
+        self.events.append(ev.FileObserved(store, mem_id, "changed" if current else "added", fields, quarantine))
         if parsed_from_disk:  # else the file is rewritten with its new id, and emit records that
-            new_stats[name] = stamp
+            self.new_stats[name] = stamp
             if current is None or current == name or displaced:  # no other file of it for emit to remove
-                on_disk.add(ev.Key(store, parsed.id))
+                self.on_disk.add(ev.Key(store, mem_id))
         if quarantine:
             logger.warning("fact file quarantined", store=store, file=name, reason=quarantine)
-
-    escape = app.store_escape(store)
-    if escape is not None:
-        # Nothing there is read; its memories keep their last projected state.
-        if problems.get("") != _digest(escape):
-            logger.warning("store refused", store=store, reason=escape)
-            events.append(ev.FileProblem(store, "", "store-escape", escape, None, _digest(escape)))
-        return events, new_stats, on_disk
-    try:
-        listed = [n for n in os.listdir(d) if n.endswith(".md") and not n.startswith(".")]
-    except (FileNotFoundError, NotADirectoryError):
-        listed = []
-    except OSError as exc:  # a loop, no permission: report it and keep every memory as it was
-        message = f"cannot list {d}: {exc.strerror}"
-        if problems.get("") != _digest(message):
-            events.append(ev.FileProblem(store, "", "unreadable", message, None, _digest(message)))
-        logger.warning("store unreadable", store=store, error=message)
-        return events, new_stats, on_disk
-    root = Path(os.path.realpath(d))
-    where = str(d)  # joined with each name: a Path converts itself every time
-    names = set(listed)
-    new = sorted(n for n in listed if n not in by_file)
-    # Many new files (a pull): a helper process reads them from the last one back, while this
-    # one reads the known files' stamps and then the new files from the first one on.  A second
-    # pass under the lease finds them all read.
-    with factfiles.Helper(d, () if reads.texts else new) as helper:
-        stats = queries.file_stats(app.conn, store)
-        unchanged = _unchanged_files(d, [n for n in listed if n in by_file], stats)
-
-        # Most of a full scan: the files realmem wrote or read, untouched since.  Each holds its
-        # own memory's id, so they take their ids first; then the others, known files first.
-        for name in unchanged:
-            seen_ids[by_file[name]] = name
-        fine.update(unchanged)
-        changed = sorted(n for n in listed if n in by_file and n not in unchanged)
-        for i, name in enumerate((*changed, *new)):
-            if i >= len(changed):
-                reads.take(name, helper.take(i - len(changed)))
-            try:
-                one(name)
-            except Exception as exc:  # one file must never stop the others or the command
-                logger.exception("fact file scan failed", store=store, file=name)
-                problem(name, "unreadable", f"{name}: cannot be read as a fact ({type(exc).__name__}: {exc})",
-                        None, _digest(repr(exc)))
-                mem_id = by_file.get(name)
-                if mem_id is not None:
-                    seen_ids[mem_id] = name
-    for mem_id, name in known.items():
-        if mem_id not in seen_ids:
-            events.append(ev.FileObserved(store, mem_id, "deleted"))
-            if name not in fine:  # else another memory now lives in that file
-                new_stats[name] = None
-    handled = {e.file for e in events if isinstance(e, ev.FileProblem)}
-    handled.update(e.fields.file for e in events if isinstance(e, ev.FileObserved) and e.fields is not None)
-    handled.update(known[e.id] for e in events if isinstance(e, ev.FileObserved) and e.fields is None)
-    for name in problems:
-        told = kinds.get(name) == "re-identified" and name in unchanged  # stays until the file changes
-        if name not in handled and (name not in names or name in fine) and not told:
-            events.append(ev.FileProblem(store, name, "resolved", f"{name} is gone or readable again", None, ""))
-    events.extend(notices)
-    return events, new_stats, on_disk
 
 
 def _later(updated: str | None, than: str | None) -> bool:
@@ -526,7 +576,7 @@ def _later(updated: str | None, than: str | None) -> bool:
 def _unchanged_files(d: Path, names: list[str], stats: dict[str, tuple[int, int]]) -> set[str]:
     """The ``names`` that are regular files, not symlinks, whose (mtime_ns, size) is what
     ``stats`` recorded.  Each is stat'ed relative to the directory: the kernel resolves one
-    name instead of the whole path (100k files: 0.32 -> 0.23 s)."""
+    name instead of the whole path."""
     out: set[str] = set()
     try:
         fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
@@ -618,12 +668,6 @@ def rekeyed(app: Realmem, project: Project) -> dict | None:
 
 # --- attaching a working directory's stores -------------------------------------------------
 
-def open_attached(home: str | Path | None = None, cwd: str | Path | None = None, *, session: str | None = None,
-                  scan: bool = True) -> Realmem:
-    """``Realmem.open`` and ``attach``: what a command needs to work in ``cwd``."""
-    return attach(Realmem.open(home, cwd, session=session), scan=scan)
-
-
 def attach(app: Realmem, *, scan: bool = True) -> Realmem:
     """Register the stores visible from the app's working directory (with their current
     directories), move a personal store left under an old key of the project to its key, and with ``scan`` record
@@ -639,7 +683,7 @@ def attach(app: Realmem, *, scan: bool = True) -> Realmem:
 def register_stores(app: Realmem) -> None:
     """Make sure the stores visible from cwd are registered with their current dirs."""
     # (store, kind, dir, project key, root): events are made only for what changed (making the
-    # event classes is a tenth of a read-only command's start-up).
+    # event classes slows a read-only command's start-up).
     wanted: list[tuple[str, str, str, str | None, str | None]] = [
         (GLOBAL, "global", str(app.home / "global"), None, None)]
     p = app.project

@@ -22,7 +22,7 @@ from realmem.agents.hookserver import LOCK
 from realmem.events import types as ev
 from realmem.jobs import queue
 from realmem.storage.lock import LeaseLock
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import stop_pid
 from helpers.hooks import HOOK, WAIT, fixture, notes_output, project, run_hook, section_output, server  # noqa: F401 (fixtures)

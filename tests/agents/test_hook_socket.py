@@ -24,7 +24,7 @@ from realmem.agents import hookclient
 from realmem.agents.hookserver import LOCK
 from realmem.storage.lock import LeaseLock
 from realmem.write import memories
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import stop_pid
 from helpers.hooks import HOOK, WAIT, fixture, run_hook, server, wait_socket  # noqa: F401 (the hook server fixture)

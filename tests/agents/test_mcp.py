@@ -6,7 +6,6 @@ on the same home and project.  The SDK's stdio client stops and waits for the se
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -21,14 +20,11 @@ from mcp import ClientSession, types
 from realmem.read import prompt
 from realmem.agents import mcp_server
 from realmem.fakes import FakeEmbeddings, FakeSystemOne
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import kill_workers, make_repo
 from helpers.mcp_client import run_client, text_of
 from helpers.rpc_child import Child
-
-TOOLS_TS = Path(__file__).resolve().parents[2] / "extensions" / "realmem" / "tools.ts"
-
 
 @pytest.fixture
 def env(home: Path) -> dict[str, str]:
@@ -104,14 +100,6 @@ def test_tools_prompt_and_resource_over_stdio(env: dict[str, str], semif: FakeSy
     audit = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--cwd", str(repo), "audit", mem_id],
                            capture_output=True, text=True, env=env, check=True)
     assert "test-agent/1.2.3" in audit.stdout
-
-
-def test_descriptions_match_the_pi_tools() -> None:
-    ts = TOOLS_TS.read_text(encoding="utf-8")
-    for name, description in mcp_server.DESCRIPTIONS.items():
-        assert f'name: "{name}"' in ts
-        assert json.dumps(description) in ts, f"{name}: description differs from tools.ts"
-        assert f'label: "{mcp_server.TITLES[name]}"' in ts
 
 
 def test_tool_errors_carry_the_user_facing_message(env: dict[str, str], repo: Path, tmp_path: Path,

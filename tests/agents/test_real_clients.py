@@ -18,7 +18,7 @@ from realmem.fakes.gemini import FakeGemini
 from realmem.fakes.responses import FakeResponses
 from realmem.read import prompt
 from realmem.stores import ids
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from helpers import cli
 from helpers.agent_clients import client_bin, client_env, gemini_hook_contexts, run_client, strings, write_json

@@ -22,7 +22,7 @@ from realmem.events import types as ev
 from realmem.storage.lock import LockTimeout
 from realmem.stores.project import forget_cache
 from realmem.projections import files, replay
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 WORKER = Path(__file__).parents[1] / "helpers" / "coreworker.py"
 LIVENESS = 120.0

@@ -177,7 +177,7 @@ def test_a_write_that_finds_the_home_full_is_rolled_back_naming_the_file(tmp_pat
 
     from realmem.errors import StorageError
     from realmem.write import memories
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
 
     home = tmp_path / "small-home"
     home.mkdir()

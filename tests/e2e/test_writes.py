@@ -35,7 +35,7 @@ from realmem.jobs import worker
 from realmem.stores.project import forget_cache
 from realmem.projections import replay
 from realmem.gate.remember import GONE_ATTEMPTS, remember
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 ROUNDS = 20
 COREWORKER = Path(__file__).parents[1] / "helpers" / "coreworker.py"

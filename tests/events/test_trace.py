@@ -16,9 +16,10 @@ from realmem.events import log as evlog
 from realmem.events import trace as tr
 from realmem.events import types as ev
 from realmem.events.types import Action
-from realmem.gate.remember import remember, render_trace
+from realmem.gate.remember import remember
+from realmem.interface.render import outcome_text, render_trace
 from realmem.stores import ids
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from helpers.cli import ok
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "decided_v0.json"
@@ -62,7 +63,7 @@ def test_gate_trace_round_trips_through_decided_and_renders(home: Path, repo: Pa
                    "thresholds: coveredBy=", "Path urgency:", "Rewrite (edit, deterministic fallback",
                    "+Unit tests use vitest"):
         assert needle in text, needle
-    assert render_trace(out.trace, out.text).endswith("\n\n" + out.text)
+    assert render_trace(out.trace, outcome_text(out)).endswith("\n\n" + outcome_text(out))
 
 
 def test_an_old_untyped_trace_loads_and_renders_as_before(home: Path, repo: Path):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import math
 
 from realmem.gate import rules as gate
+from realmem.interface.render import reject_reason
 from realmem.stores import paths
 from realmem.clients import Answer, ChoiceAnswer, NoulAnswer, Question, ScoreAnswer, chatjudge, parse_answer
 from realmem.fakes.chat import judge_json
@@ -195,7 +196,7 @@ def test_user_requested_bypasses_the_gate():
 def test_unsafe_rejects_even_when_user_requested():
     d = decide(answers(unsafe=NoulAnswer(0.8), covered_by=choice("A", 0.9)), user=True)
     assert (d.action, d.rule) == ("reject", "unsafe")
-    assert "unsafe" in gate.reject_reason(d)
+    assert "unsafe" in reject_reason(d.rule, d.details)
 
 
 def test_pick_of_an_unknown_id_is_ignored():

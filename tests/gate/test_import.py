@@ -20,7 +20,8 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.fakes import FakeChat, FakeSystemOne
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.interface.render import outcome_text
+from realmem.write.attached import open_attached
 
 AGENTS = "# Agents\n\n- Run `make test` before pushing.\n- Migrations live in db/migrations.\n"
 CLAUDE = "# Claude\n\nThe user prefers short answers.\n"
@@ -243,7 +244,8 @@ def test_import_headless_stores_facts_through_the_gate(home: Path, files: Path,
     )])
     progress: list[tuple[int, int, str]] = []
     with open_app(home, files, "cli") as a:
-        rep = importer.import_headless(a, ["AGENTS.md"], progress=lambda d, t, f: progress.append((d, t, f)))
+        rep = importer.import_headless(a, ["AGENTS.md"], progress=lambda d, t, f: progress.append((d, t, f)),
+                                       word=outcome_text)
         assert rep["files"] == [str(files / "AGENTS.md")] and rep["stored"] == 2
         assert len(rep["outcomes"]) == 3 and rep["outcomes"][2].startswith("Refused")
         mems = {m.caption: m.paths for m in a.memories()}
@@ -263,7 +265,7 @@ def test_import_headless_with_no_stored_fact_marks_nothing(home: Path, files: Pa
     _, chat = servers
     chat.script([facts_json(), json.dumps({"facts": [{"caption": "x"}, "not a fact"]})])
     with open_app(home, files, "cli") as a:
-        rep = importer.import_headless(a, [])
+        rep = importer.import_headless(a, [], word=outcome_text)
         assert rep["files"] == [] and rep["stored"] == 0
         assert rep["outcomes"] == ["Skipped a fact from CLAUDE.md: content is empty: give the fact itself"]
         assert imported_paths(a) == []
@@ -276,7 +278,7 @@ def test_a_malformed_fact_is_skipped_and_the_others_are_stored(home: Path, files
                             {"caption": "Migrations live in db/migrations",
                              "content": "Database migrations are in db/migrations.", "paths": ["db/migrations"]})])
     with open_app(home, files, "cli") as a:
-        rep = importer.import_headless(a, ["AGENTS.md"])
+        rep = importer.import_headless(a, ["AGENTS.md"], word=outcome_text)
         assert rep["stored"] == 1 and rep["files"] == [str(files / "AGENTS.md")]
         assert rep["outcomes"][0].startswith("Skipped a fact from AGENTS.md: content is empty")
         assert [m.caption for m in a.memories()] == ["Migrations live in db/migrations"]
@@ -291,7 +293,7 @@ def test_import_headless_through_the_pi_bridge(home: Path, files: Path, monkeypa
         chat.script([facts_json({"caption": "The user prefers short answers",
                                  "content": "Keep answers short.", "scope": "global"})])
         with open_app(home, files, "cli") as a:
-            rep = importer.import_headless(a, ["CLAUDE.md"])
+            rep = importer.import_headless(a, ["CLAUDE.md"], word=outcome_text)
             assert rep["stored"] == 1
             assert [m.store for m in a.memories()] == ["global"]
         assert chat.requests[0].headers["authorization"] == "Bearer bridge-token"
@@ -300,7 +302,7 @@ def test_import_headless_through_the_pi_bridge(home: Path, files: Path, monkeypa
 def test_import_headless_without_a_chat_model_errors_clearly(home: Path, files: Path) -> None:
     with open_app(home, files, "cli") as a:
         with pytest.raises(RealmemError, match="needs a chat model: set rewriter.url"):
-            importer.import_headless(a, [])
+            importer.import_headless(a, [], word=outcome_text)
         assert imported_paths(a) == [] and a.memories() == []
     env = {**os.environ, "REALMEM_HOME": str(home)}
     res = subprocess.run([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "--cwd", str(files), "import"],
@@ -315,7 +317,7 @@ def test_import_headless_when_the_chat_model_fails(home: Path, files: Path,
     chat.fail_next(503, n=10)
     with open_app(home, files, "cli") as a:
         with pytest.raises(RealmemError, match="could not split AGENTS.md"):
-            importer.import_headless(a, ["AGENTS.md"])
+            importer.import_headless(a, ["AGENTS.md"], word=outcome_text)
         assert imported_paths(a) == []
 
 
@@ -364,7 +366,7 @@ def test_a_reply_without_a_facts_list_is_a_clear_error(home: Path, files: Path,
     chat.script([json.dumps({"caption": "Agents", "content": "Run make test before pushing."})])
     with open_app(home, files, "cli") as a:
         with pytest.raises(RealmemError, match='could not split AGENTS.md: its reply has no "facts" list'):
-            importer.import_headless(a, ["AGENTS.md"])
+            importer.import_headless(a, ["AGENTS.md"], word=outcome_text)
         assert imported_paths(a) == [] and a.memories() == []
 
 
@@ -505,7 +507,7 @@ def test_a_headless_import_of_the_global_file_stores_global_facts(home: Path, fi
     own.write_text(GLOBAL, encoding="utf-8")
     chat.script([facts_json({"caption": "Answer tersely", "content": "Keep answers short.", "paths": []})])
     with open_app(home, files, "cli") as a:
-        rep = importer.import_headless(a, [str(own)])
+        rep = importer.import_headless(a, [str(own)], word=outcome_text)
         assert rep["files"] == [str(own)] and rep["stored"] == 1
         assert [m.store for m in a.memories()] == ["global"]
 
@@ -521,7 +523,7 @@ def test_a_teammate_who_pulls_the_shared_facts_gets_the_imported_file_stripped(
     chat.script([facts_json({"caption": "Run make test before pushing", "content": "Run `make test` before every push.",
                              "paths": []})])
     with open_app(home, files, "cli") as a:
-        rep = importer.import_headless(a, ["AGENTS.md"])
+        rep = importer.import_headless(a, ["AGENTS.md"], word=outcome_text)
         assert rep["stored"] == 1
     marker = files / ".pi" / "realmem" / ".imported"
     assert marker.read_text(encoding="utf-8") == f"{prompt.file_hash(AGENTS)} AGENTS.md\n"
@@ -543,6 +545,6 @@ def test_an_import_whose_facts_are_all_personal_is_not_recorded_for_teammates(
     chat.script([facts_json({"caption": "My editor is vim", "content": "I edit with vim here.", "paths": [],
                              "scope": "personal"})])
     with open_app(home, files, "cli") as a:
-        assert importer.import_headless(a, ["AGENTS.md"])["stored"] == 1
+        assert importer.import_headless(a, ["AGENTS.md"], word=outcome_text)["stored"] == 1
         assert prompt.imported(a, str(files / "AGENTS.md"), AGENTS)  # this machine strips it
     assert not (files / ".pi" / "realmem" / ".imported").exists()  # a teammate has not got the facts

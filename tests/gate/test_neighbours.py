@@ -17,7 +17,7 @@ from realmem.projections import files, index, replay
 from realmem.read import search
 from realmem.storage import db
 from realmem.stores import ids
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import make_repo
 

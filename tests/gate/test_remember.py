@@ -24,8 +24,9 @@ from realmem.events.trace import TRACE_VERSION
 from realmem.events.trace import dump as trace_json
 from realmem.projections.urgency import urgency_key
 from realmem.storage.lock import LeaseLock
-from realmem.gate.remember import remember, render_trace, retry
-from realmem.write.observe import open_attached
+from realmem.gate.remember import remember, retry
+from realmem.interface.render import outcome_notes, outcome_text, render_trace, status_text
+from realmem.write.attached import open_attached
 from conftest import JUDGES, fake_secret, make_repo
 
 GITHUB_TOKEN = fake_secret("ghp_", 36)
@@ -92,11 +93,11 @@ VITEST = ("Unit tests use vitest", "Run `pnpm test` to run the vitest unit tests
 def test_add_then_exact_duplicate_reinforces(app: Realmem):
     first = remember(app, *JEST)
     assert first.action == "add" and first.memory is not None
-    assert first.text == f"Stored [{sid(first.memory)}] {JEST[0]} (shared)."
+    assert outcome_text(first) == f"Stored [{sid(first.memory)}] {JEST[0]} (shared)."
     again = remember(app, *JEST)
     assert again.action == "reinforce"
     assert again.memory is not None and again.memory.id == first.memory.id
-    assert again.text == f"Already known: [{sid(first.memory)}] {JEST[0]} (reinforced)."
+    assert outcome_text(again) == f"Already known: [{sid(first.memory)}] {JEST[0]} (reinforced)."
     assert app.counters((first.memory.store, first.memory.id))[0] == 1
     assert len(md_files(app)) == 1
     assert again.trace.decision.rule == "exact-duplicate"
@@ -201,7 +202,8 @@ def test_personal_candidate_covered_by_a_shared_fact_reinforces_it(app: Realmem,
     assert out.action == "reinforce" and out.memory.id == shared.id
     assert out.trace.decision.rule == "covered-by-other-store"
     assert any("reinforce it" in step for step in out.trace.decision.steps)
-    assert out.text == f"Already known: [{sid(shared)}] {JEST[0]} (shared; reinforced, no personal copy added)."
+    assert outcome_text(out) == (f"Already known: [{sid(shared)}] {JEST[0]} (shared; reinforced, "
+                                 "no personal copy added).")
     assert app.counters((shared.store, shared.id))[0] == 1
     assert app.memories([app.project.personal_store]) == []
     assert len(md_files(app)) == 1
@@ -239,7 +241,9 @@ def test_importance_and_durability_gate_and_user_requested_bypass(app: Realmem, 
     out = remember(app, "Trivia", "The README has a typo on line 3.")
     assert out.action == "reject" and out.memory is None
     assert out.trace.decision.rule == "not-important"
-    assert out.text.startswith("Not stored: judged not important")
+    assert outcome_text(out).startswith("Not stored: judged not important")
+    # The reason is worded from the rule and the judge's figures, so audit shows it too.
+    assert "  reason: judged not important enough (" in render_trace(out.trace)
     s1.reset()
     s1.script({"durable": 0.1})
     out = remember(app, "Working on the login bug", "Currently fixing the login bug in `auth.ts`.")
@@ -264,8 +268,8 @@ def test_secret_is_refused_without_echo(app: Realmem, servers):
     before = len(s1.requests)
     out = remember(app, "GitHub token", f"Use token {GITHUB_TOKEN} for the API.")
     assert out.action == "refuse" and out.memory is None
-    assert out.text.startswith("Refused: contains a secret (")
-    assert GITHUB_TOKEN not in out.text
+    assert outcome_text(out).startswith("Refused: contains a secret (")
+    assert GITHUB_TOKEN not in outcome_text(out)
     blob = json.dumps(trace_json(out.trace)) + "".join(str(e) for e in events(app))
     assert GITHUB_TOKEN not in blob
     assert of_type(app, ev.Decided)[-1].action == "refuse"
@@ -281,7 +285,7 @@ def test_dry_run_writes_nothing(app: Realmem, servers):
     files_before = {p: p.read_text() for p in md_files(app)}
     for kwargs in ({}, {"paths": ["packages/x"]}):
         out = remember(app, "Lint with eslint", "Run `pnpm lint`; eslint checks the code.", dry_run=True, **kwargs)
-        assert out.action == "add" and "Would store" in out.text
+        assert out.action == "add" and "Would store" in outcome_text(out)
     s1.script({**confident(conflict_with=sid(base))})
     edit = remember(app, *VITEST, dry_run=True)
     assert edit.action == "edit" and edit.trace.rewrite is not None
@@ -352,7 +356,7 @@ def test_embedder_down_uses_bm25_neighbours_only(app: Realmem, servers):
     assert out.trace.neighbour_sources.knn == 0
     assert [n.id for n in out.trace.neighbours] == [sid(base)]
     assert out.trace.neighbours[0].cos is None and out.trace.neighbours[0].bm25_rank == 1
-    assert "Embedding: down" in render_trace(out.trace, out.text)
+    assert "Embedding: down" in render_trace(out.trace, outcome_text(out))
     written = remember(app, *VITEST)
     assert written.action in ("add", "edit")
 
@@ -362,8 +366,8 @@ def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeyp
     monkeypatch.setenv("REALMEM_JUDGE_FALLBACK", "queue")
     out = remember(app, *JEST)
     assert out.action == "queue" and out.queued
-    assert out.text == ("Queued: no judge is set: set semif.url, or judge.fallback to chat, with realmem settings set "
-                        "KEY VALUE; it is judged and stored once a judge is reachable.")
+    assert outcome_text(out) == ("Queued: no judge is set: set semif.url, or judge.fallback to chat, with realmem "
+                                 "settings set KEY VALUE; it is judged and stored once a judge is reachable.")
     queued = of_type(app, ev.CandidateQueued)
     assert len(queued) == 1
     c = queued[0]
@@ -378,7 +382,7 @@ def test_judge_not_configured_queues_unless_user_requested(app: Realmem, monkeyp
 def test_judge_down_queues_then_retry_by_hand(app: Realmem, judge_server):  # type: ignore[no-untyped-def]
     judge_server.down()
     out = remember(app, *JEST, paths=["packages/a"])
-    assert out.action == "queue" and "unreachable" in out.text
+    assert out.action == "queue" and "unreachable" in outcome_text(out)
     assert app.conn.execute("SELECT count(*) FROM pending").fetchone()[0] == 1
     assert retry(app) == []  # not due yet
     assert retry(app, force=True)[0].action == "queue"  # still down: queued again, backoff grows
@@ -416,7 +420,7 @@ def test_lock_busy_queues(app: Realmem, monkeypatch: pytest.MonkeyPatch):
         out = remember(app, *JEST)
     finally:
         holder.release()
-    assert out.action == "queue" and "write lock" in out.text
+    assert out.action == "queue" and "write lock" in outcome_text(out)
     assert app.conn.execute("SELECT reason FROM pending").fetchone()[0] == "the write lock is busy"
     assert [o.action for o in retry(app, force=True)] == ["add"]
 
@@ -493,7 +497,7 @@ def test_path_urgency_is_recorded_at_remember_time(app: Realmem, servers):
     assert u.score == pytest.approx(1.8) and u.source == "remember"
     assert u.probabilities == {"0": 0.0, "1": 0.2, "2": 0.8}
     assert out.trace.urgency.tier == "high"
-    assert "Path urgency: 1.80 -> high" in render_trace(out.trace, out.text)
+    assert "Path urgency: 1.80 -> high" in render_trace(out.trace, outcome_text(out))
     # no specific paths: no urgency question at all
     lint = remember(app, "Lint", "Run `pnpm lint`.")
     assert "path_urgency" not in lint.trace.judge.questions
@@ -504,10 +508,10 @@ def test_shared_store_ignored_by_git_is_noted(app: Realmem, git):  # type: ignor
     (root / ".gitignore").write_text(".pi/\n")
     out = remember(app, *JEST)
     assert out.action == "add"
-    assert "note: .pi/realmem is ignored by git; this memory will not be committed" in out.warnings
-    assert out.warnings[0] in out.text
+    assert "note: .pi/realmem is ignored by git; this memory will not be committed" in outcome_notes(out)
+    assert outcome_notes(out)[0] in outcome_text(out)
     personal = remember(app, *VITEST, scope="personal")
-    assert personal.warnings == []
+    assert outcome_notes(personal) == []
 
 
 def test_the_ignored_note_follows_fix_gitignore_and_new_rules_in_the_same_session(app: Realmem):
@@ -515,17 +519,17 @@ def test_the_ignored_note_follows_fix_gitignore_and_new_rules_in_the_same_sessio
     note = "note: .pi/realmem is ignored by git; this memory will not be committed"
     root = app.project.root
     (root / ".gitignore").write_text(".pi/\n")
-    assert note in remember(app, *JEST, user_requested=True).warnings
+    assert note in outcome_notes(remember(app, *JEST, user_requested=True))
     status = gitignore.check(root)
     assert gitignore.apply_fix(root, status.fix).ignored is False  # what /realmem fix-gitignore does
     after = remember(app, "Deploy with make deploy", "`make deploy` ships the site.", user_requested=True)
     assert after.action == "add" and after.memory.store == app.project.shared_store
-    assert after.warnings == [] and "ignored by git" not in after.text
+    assert outcome_notes(after) == [] and "ignored by git" not in outcome_text(after)
     # ignored again mid-session (a rule added by hand): the note is back at once
     with (root / ".gitignore").open("a") as f:
         f.write(".pi/realmem/*.md\n")
     again = remember(app, "Lint with ruff", "Run `ruff check .` before committing.", user_requested=True)
-    assert note in again.warnings
+    assert note in outcome_notes(again)
 
 
 @every_judge
@@ -535,7 +539,7 @@ def test_render_trace_shows_every_section(app: Realmem, servers, judge: str):
     s1.script({**confident(conflict_with=sid(base))})
     chat.script("I would rather not.")  # the rewriter's deterministic fallback
     out = remember(app, *VITEST, paths=["packages/a"], dry_run=True)
-    text = render_trace(out.trace, out.text)
+    text = render_trace(out.trace, outcome_text(out))
     judged_by = "Judge: fake-semif" if judge == "semif" else "Judge: chat:fake-chat"
     for needle in ("Embedding: ok", "Neighbours (", sid(base), judged_by, "conflict_with",
                    "Decision: edit · rule conflict-with", "thresholds:", "Path urgency:", "Rewrite (edit",
@@ -584,14 +588,14 @@ def test_a_candidate_the_judge_keeps_refusing_is_failed_not_retried_for_ever(app
     assert remember(app, *JEST).action == "queue"
     for _ in range(FAILED_AFTER - 1):
         out = retry(app, force=True)[0]
-    assert "Failed:" not in out.text
+    assert "Failed:" not in outcome_text(out)
     out = retry(app, force=True)[0]
-    assert out.action == "queue" and out.text.startswith(f"Failed: {label} refused the request")
+    assert out.action == "queue" and outcome_text(out).startswith(f"Failed: {label} refused the request")
     (next_try, reason), = app.conn.execute("SELECT next_try, reason FROM pending").fetchall()
     assert next_try == queries.NEVER and reason.startswith(f"failed: {label} refused")
     assert retry(app) == []  # never due by itself: the worker does not spin on it
     assert queries.queued_count(app.conn, app.project.key) == 0  # type: ignore[union-attr]
-    shown = status.text(status.gather(app))
+    shown = status_text(status.gather(app))
     assert "Failed candidates: 1" in shown and "refused the request" in shown
     note = session.start(app)["notification"]
     assert "1 queued candidate failed" in note and "refused the request" in note
@@ -635,7 +639,7 @@ def test_without_system_one_the_chat_model_judges(app: Realmem, servers, monkeyp
     monkeypatch.delenv("REALMEM_SEMIF_URL")
     chat.script(chat_answers())
     added = remember(app, *JEST, paths=["packages/a"])
-    assert added.action == "add", added.text
+    assert added.action == "add", outcome_text(added)
     assert added.trace.judge.judge == "chat:fake-chat" and added.trace.judge.usage["total_tokens"] > 0
     assert "Judge: chat:fake-chat (1 request" in render_trace(added.trace)
     chat.script([chat_answers(neighbour=sid(added.memory), conflict_with=sid(added.memory), action="edit"),
@@ -655,5 +659,5 @@ def test_an_unusable_chat_judgement_queues_with_the_reason(app: Realmem, servers
     chat.script('{"answers": {"durable": {"probabilities": {"true": 2}}}}')
     out = remember(app, *JEST)
     assert out.action == "queue"
-    assert "the chat judge refused the request" in out.text and "lacks an answer" in out.text
+    assert "the chat judge refused the request" in outcome_text(out) and "lacks an answer" in outcome_text(out)
     assert out.trace.judge.judge == "chat"

@@ -18,7 +18,8 @@ import pytest
 from realmem import logs
 from realmem.app import Realmem
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.interface.render import outcome_text
+from realmem.write.attached import open_attached
 
 from helpers.corpus import expand
 
@@ -87,8 +88,8 @@ def test_refused_candidates_leave_no_trace_while_the_store_is_open(app: Realmem,
     all_parts: list[str] = []
     for caption, content, parts in make(1):
         out = remember(app, caption, content)
-        assert out.action == "refuse", (caption, out.text)
-        assert not any(p in out.text for p in parts)
+        assert out.action == "refuse", (caption, outcome_text(out))
+        assert not any(p in outcome_text(out) for p in parts)
         all_parts += parts
         # the WAL is read before any checkpoint: the store is still open
         assert holders(parts, home, repo) == []
@@ -102,7 +103,7 @@ def test_redacted_candidates_store_only_the_redacted_text(home: Path, repo: Path
     with open_attached(home, repo) as redacting:
         for caption, content, parts in make(2):
             out = remember(redacting, caption, content)
-            assert out.action != "refuse", (caption, out.text)
+            assert out.action != "refuse", (caption, outcome_text(out))
             assert "[REDACTED:" in out.trace.candidate.content
             assert holders(parts, home, repo) == [], caption
         assert "[REDACTED:" in (home / "realmem.sqlite").read_bytes().decode("latin-1") + (

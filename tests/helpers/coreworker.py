@@ -25,7 +25,7 @@ import structlog
 
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 def emit(**fields: object) -> None:

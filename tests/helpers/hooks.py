@@ -18,7 +18,7 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.agents import hookclient
 from realmem.app import Realmem
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 HOOK = Path(hookclient.__file__)

@@ -14,7 +14,7 @@ import sys
 from realmem import logs
 from realmem.jobs import policy
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,7 @@ import pytest
 from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import memories
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from helpers.cli import as_json, ok, run
 

@@ -67,7 +67,7 @@ def test_a_missing_cwd_is_a_usage_error_and_creates_nothing(home: Path, tmp_path
 def test_the_core_refuses_nul_and_lone_surrogates_from_any_entry_point(home: Path, repo: Path) -> None:
     from realmem.write import memories
     from realmem.app import RealmemError
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
     with open_attached(home, repo) as app:
         store, stored = memories.place(app, "shared", None)
         for caption, content in (("a\x00b", "x"), ("ok", "x\x00y"), ("lone \ud800", "x"), ("ok", "\udfff")):

@@ -16,7 +16,7 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.config import Config
 from realmem.fakes import FakeEmbeddings
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 @pytest.fixture
 def app(home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Realmem]:

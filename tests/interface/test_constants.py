@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import get_args
 
 from realmem import errors
 from realmem.interface import manage
-from realmem.agents import mcp_server
 from realmem.config import DEFAULTS
 from realmem.stores.project import SCOPES
-from realmem.interface.rpc import SLOW, Server
+from realmem.interface import registry
+from realmem.interface.registry import SLOW
 
 ADAPTER = Path(__file__).resolve().parents[2] / "extensions" / "realmem"
 
@@ -37,8 +36,7 @@ def test_scope_lists_match_the_core() -> None:
     assert ts_strings(ts_block(ts("commands.ts"), "const STORES = [")) == list(SCOPES)
     assert ts_strings(ts_block(ts("tui/manage.ts"), "const SCOPES = [")) == list(SCOPES)
     assert ts_strings(ts_block(ts("tools.ts"), "const Scope = StringEnum([")) == list(SCOPES)
-    scope = get_args(mcp_server.Scope)[0]  # Annotated[Literal[...] | None, Field]
-    assert [a for a in get_args(get_args(scope)[0])] == list(SCOPES)
+    assert list(registry.SCOPE.choices) == list(SCOPES)  # the model tools' (MCP and Pi) scope enum
 
 
 def test_hidden_tools_default_matches_the_core() -> None:
@@ -62,7 +60,7 @@ def test_glyph_legend_matches_the_core() -> None:
 def test_timeouts_name_rpc_methods_and_unbounded_ones_run_on_the_slow_thread() -> None:
     block = ts_block(ts("core.ts"), "const TIMEOUTS: Record<string, number> = {")
     timeouts = {k: int(v.replace("_", "")) for k, v in re.findall(r"^\s*(\w+):\s*([\d_]+)", block, re.M)}
-    methods = {name[3:] for name in dir(Server) if name.startswith("on_")}
+    methods = set(registry.COMMANDS)
     assert timeouts["path_notes"] > 0 and timeouts["consolidate"] == 0  # the block was read
     assert set(timeouts) <= methods, "TIMEOUTS names a method the core does not have"
     assert SLOW <= methods, "SLOW names a method the core does not have"

@@ -14,11 +14,11 @@ from mcp import ClientSession, types
 
 from realmem import frontend
 from realmem.interface import session
-from realmem.interface import status
+from realmem.interface.render import status_text
 from realmem.write import gitignore
 from realmem.clients import NotConfigured, SystemOneClient
 from realmem.config import Config
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import kill_workers
 from helpers.cli import ok
@@ -92,11 +92,11 @@ def _info(**over: Any) -> dict[str, Any]:
 
 
 def test_status_text_is_byte_identical_for_pi(pi: None) -> None:
-    text = status.text(_info())
+    text = status_text(_info())
     assert "Queued candidates: 2 (retried automatically; /realmem retry)" in text
     assert "3 memories point at paths that no longer exist (/realmem manage, prune-paths)." in text
     frontend.use(frontend.SHELL)
-    text = status.text(_info())
+    text = status_text(_info())
     assert "Queued candidates: 2 (retried automatically; realmem retry)" in text
     assert "3 memories point at paths that no longer exist (realmem manage, realmem prune-paths)." in text
     assert not PI_COMMAND.search(text)

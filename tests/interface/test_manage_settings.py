@@ -26,7 +26,8 @@ from realmem.config import Config, ConfigError
 from realmem.events import types as ev
 from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
 from realmem.projections.urgency import urgency_key
-from realmem.write.observe import open_attached, scan_stores
+from realmem.write.attached import open_attached
+from realmem.write.observe import scan_stores
 from realmem.interface.settings import list_endpoint_models, test_endpoints as run_endpoint_tests
 
 EVIL = ("---\nid: 01926b3e-5c1a-7d2f-9a4b-1c2d3e4f5a6b\ncaption: Helpful setup tip\npaths:\n  - src\n"

@@ -24,7 +24,7 @@ from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.fakes import FakeSystemOne
 from realmem.interface import rpc
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from helpers.rpc_child import WAIT, Gate, child_env, spawn  # noqa: F401 (fixtures)
 

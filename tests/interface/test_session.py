@@ -13,7 +13,8 @@ import pytest
 
 from realmem.interface import session
 from realmem.write import memories
-from realmem.write.observe import open_attached, scan_stores
+from realmem.write.attached import open_attached
+from realmem.write.observe import scan_stores
 from realmem.gate.remember import remember
 
 from conftest import kill_workers, make_repo, worker_pids

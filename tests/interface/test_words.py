@@ -9,11 +9,11 @@ from pathlib import Path
 from realmem.interface import status
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.jobs.consolidate import Report, render_report
+from realmem.jobs.consolidate import Report
 from realmem.read.recall import listing, recall
-from realmem.interface.render import recall_text
+from realmem.interface.render import consolidation_text, recall_text, status_text
 from realmem.words import count
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 def test_count():
@@ -32,7 +32,7 @@ def _add(app: Realmem, caption: str) -> None:
 def test_texts_say_one_memory_and_two_memories(home: Path, repo: Path) -> None:
     with open_attached(home, repo) as app:
         _add(app, "Deploy with make deploy")
-        shared = lambda: next(ln for ln in status.text(status.gather(app)).splitlines()  # noqa: E731
+        shared = lambda: next(ln for ln in status_text(status.gather(app)).splitlines()  # noqa: E731
                               if ln.strip().startswith("shared"))
         assert re.search(r"\b1 memory\b", shared())
         assert recall_text(recall(app, queries=["deploy"])).startswith("1 memory, page 1 of 1:")
@@ -40,9 +40,9 @@ def test_texts_say_one_memory_and_two_memories(home: Path, repo: Path) -> None:
         assert re.search(r"\b2 memories\b", shared())
         assert recall_text(recall(app, queries=["deploy"])).startswith("2 memories, page 1 of 1:")
         assert listing(app).total == 2
-    one = render_report(Report([], 1, ["global"]))
+    one = consolidation_text(Report([], 1, ["global"]))
     assert one.startswith("Consolidation reviewed 1 memory (global): 0 changes.")
-    two = render_report(Report([], 2, ["global"]))
+    two = consolidation_text(Report([], 2, ["global"]))
     assert two.startswith("Consolidation reviewed 2 memories (global): 0 changes.")
 
 

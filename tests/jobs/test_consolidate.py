@@ -17,10 +17,11 @@ from realmem.app import Realmem
 from realmem.events import log
 from realmem.fakes import FakeChat, FakeEmbeddings, FakeSystemOne
 from realmem.jobs import tree as treemod
-from realmem.jobs.consolidate import Report, consolidate, render_report
+from realmem.jobs.consolidate import Report, consolidate
+from realmem.interface.render import change_detail, consolidation_json, consolidation_text, skip_text
 from realmem.projections import replay
 from realmem.interface.rpc import Cancelled
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 QUESTIONS = ("covered_by", "conflict_with", "merge_with", "forget", "importance", "revise")
 DEFAULT_SPECS: dict[str, Any] = {
@@ -140,7 +141,7 @@ def test_forget_by_low_importance(app: Realmem, semif: FakeSystemOne) -> None:
     script(semif, {trivial.caption: {"importance": {"score": 0.2}}})
     report = consolidate(app, revise_paths=False)
     assert app.memory(key(trivial)) is None
-    assert report.changes[0].kind == "forgotten" and "importance" in report.changes[0].detail
+    assert report.changes[0].kind == "forgotten" and "importance" in change_detail(report.changes[0])
 
 
 def test_min_importance_zero_disables_the_importance_rule(app: Realmem, semif: FakeSystemOne) -> None:
@@ -252,12 +253,12 @@ def test_revise_output_failing_the_safety_scan_changes_nothing(app: Realmem, sem
     report = consolidate(app, revise_paths=False)
     assert app.memory(key(m)).content == m.content
     assert event_count(app) == before
-    assert [(c.kind, c.id, c.detail) for c in report.changes] == [
+    assert [(c.kind, c.id, change_detail(c)) for c in report.changes] == [
         ("refused", short(m), "revision refused: failed the safety scan")]
-    text = render_report(report)
+    text = consolidation_text(report)
     assert "Nothing to change" not in text
     assert ": 0 changes." in text and "revision refused: failed the safety scan" in text
-    assert report.to_json()["counts"]["refused"] == 1
+    assert consolidation_json(report)["counts"]["refused"] == 1
 
 
 def test_revise_that_is_not_shorter_is_refused(app: Realmem, semif: FakeSystemOne, chat: FakeChat) -> None:
@@ -269,9 +270,9 @@ def test_revise_that_is_not_shorter_is_refused(app: Realmem, semif: FakeSystemOn
     assert app.memory(key(m)).content == m.content
     assert store_files(app) == files_before
     old, new = len(m.caption) + len(m.content), len(m.caption) + len(m.content) + 2
-    assert [(c.kind, c.detail) for c in report.changes] == [
+    assert [(c.kind, change_detail(c)) for c in report.changes] == [
         ("refused", f"revision refused: not shorter ({old} -> {new} characters)")]
-    assert "Nothing to change" not in render_report(report)
+    assert "Nothing to change" not in consolidation_text(report)
 
 
 def test_revise_reports_characters_of_caption_and_content(app: Realmem, semif: FakeSystemOne,
@@ -281,7 +282,7 @@ def test_revise_reports_characters_of_caption_and_content(app: Realmem, semif: F
     chat.script(reply("Run the tests", "`make test` in the root runs the suite."))
     report = consolidate(app, revise_paths=False)
     before, after = len(m.caption) + len(m.content), len(m.caption) + len("`make test` in the root runs the suite.")
-    assert [(c.kind, c.detail) for c in report.changes] == [("revised", f"{before} -> {after} characters")]
+    assert [(c.kind, change_detail(c)) for c in report.changes] == [("revised", f"{before} -> {after} characters")]
 
 
 def test_rules_apply_in_order_and_folded_memories_are_not_reviewed_again(app: Realmem, semif: FakeSystemOne,
@@ -408,7 +409,7 @@ def test_a_memory_edited_during_the_run_is_left_alone(app: Realmem, semif: FakeS
     assert ("skipped", short(wordy)) in kinds and ("skipped", short(small)) in kinds
     assert ("skipped", short(big)) in kinds and ("forgotten", short(gone)) in kinds
     assert not any(c.kind in ("revised", "covered") for c in report.changes)
-    assert "Skipped" in render_report(report)
+    assert "Skipped" in consolidation_text(report)
 
 
 def test_a_failure_between_absorbing_and_deleting_loses_nothing(app: Realmem, semif: FakeSystemOne) -> None:
@@ -496,7 +497,7 @@ def test_path_revision_discards_invented_and_escaping_paths(app: Realmem, repo: 
     assert app.memory(key(db)).paths == ["src/db", "src/**/*.sql"]
     assert app.memory(key(wide)).paths == ["."]
     assert app.memory(key(junk)).paths == ["docs"]  # nothing valid answered: the old paths stay
-    detail = next(c.detail for c in report.changes if c.kind == "paths" and c.id == short(db))
+    detail = next(change_detail(c) for c in report.changes if c.kind == "paths" and c.id == short(db))
     for bad in ("src/invented.py", "../outside", "/etc/passwd", "lib/*.rs", "~/notes.md"):
         assert bad in detail
     prompts = chat_prompts(chat)
@@ -558,8 +559,8 @@ def test_path_revision_without_a_rewriter_is_noted(app: Realmem, repo: Path, sem
     script(semif, {})
     add(app, "Fact", "Something about the project.")
     report = consolidate(app)
-    assert report.changes == [] and any("no Edit/Merge model" in n for n in report.notes)
-    assert "Note:" in render_report(report)
+    assert report.changes == [] and any("no Edit/Merge model" in n for n in map(skip_text, report.notes))
+    assert "Note:" in consolidation_text(report)
 
 
 # --- tree ----------------------------------------------------------------------------------------
@@ -614,13 +615,13 @@ def test_report_json_and_rendering(app: Realmem, semif: FakeSystemOne) -> None:
     gone = add(app, "Temporary note", "WIP today.")
     script(semif, {gone.caption: {"forget": {"noul": 0.9}}})
     report = consolidate(app, revise_paths=False)
-    data = report.to_json()
+    data = consolidation_json(report)
     assert data["changes"][0] == {"kind": "forgotten", "id": short(gone), "caption": gone.caption, "other": None,
                                   "detail": data["changes"][0]["detail"]}
     assert data["counts"]["forgotten"] == 1 and data["reviewed"] == 1 and data["cancelled"] is False
-    text = render_report(report)
+    text = consolidation_text(report)
     assert short(gone) in text and gone.caption in text and "Forgotten" in text
-    assert "nothing was written" in render_report(Report([], 0, ["global"], cancelled=True))
+    assert "nothing was written" in consolidation_text(Report([], 0, ["global"], cancelled=True))
 
 
 def test_cli_consolidate(home: Path, repo: Path, semif: FakeSystemOne) -> None:

@@ -17,7 +17,8 @@ from realmem.app import Realmem
 from realmem.events import log
 from realmem.events import types as ev
 from realmem.jobs import policy, queue
-from realmem.write.observe import open_attached, scan_stores
+from realmem.write.attached import open_attached
+from realmem.write.observe import scan_stores
 
 
 @pytest.fixture

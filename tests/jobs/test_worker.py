@@ -24,7 +24,7 @@ from realmem.events import types as ev
 from realmem.jobs import queue, worker
 from realmem.projections.urgency import urgency_key
 from realmem.gate.remember import remember
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 HELPERS = Path(__file__).parents[1] / "helpers"
 BOUND = 120.0  # seconds: a safety bound for waits, not an assertion

@@ -21,7 +21,8 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import log
 from realmem.events import types as ev
-from realmem.write.observe import open_attached, scan_stores
+from realmem.write.attached import open_attached
+from realmem.write.observe import scan_stores
 from realmem.stores.project import GLOBAL, forget_cache
 from realmem.projections import files, index, projector, replay
 

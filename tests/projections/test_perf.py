@@ -351,7 +351,7 @@ def test_counter_events_fast_path_matches_replay(home, repo):
     """Recall hits, path-note counts and reinforcements take a one-UPDATE path: the counters
     it writes are exactly what replaying the log computes."""
     from realmem.write import memories
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
     from realmem.events import types as ev
     from realmem.projections import replay
 
@@ -371,7 +371,7 @@ def test_counter_events_fast_path_matches_replay(home, repo):
 
 def test_open_skips_an_unchanged_large_store_and_session_start_sees_in_place_edits(home, repo, monkeypatch):
     from realmem.write import observe
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
 
     monkeypatch.setattr(observe, "QUICK_OPEN_FILES", 1)  # two files count as a large store here
     monkeypatch.setattr(observe, "_RACY_NS", 0)
@@ -412,7 +412,7 @@ def test_after_a_replay_an_open_records_the_large_stores_stamp_once_and_then_ski
     directory's stamp, so the open after that does not stat a large store's files at all."""
     from realmem.projections import replay
     from realmem.write import memories, observe
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
 
     monkeypatch.setattr(observe, "QUICK_OPEN_FILES", 1)  # two files count as a large store here
     monkeypatch.setattr(observe, "_RACY_NS", 0)
@@ -474,7 +474,7 @@ def test_scan_command_reads_an_in_place_edit(home, repo):
     """`realmem scan` (what session start runs for a large backlog) reads what a quick open
     may skip: an edit written in place."""
     from realmem.write import memories
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
 
     with open_attached(home, repo) as app:
         store = app.project.shared_store  # type: ignore[union-attr]
@@ -513,7 +513,7 @@ def test_replay_and_reindex_leave_one_fts_segment_with_the_same_bm25_ranking(hom
     from realmem.interface import commands
     from realmem.read import search
     from realmem.write import memories
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
     from realmem.projections import replay
 
     rng = random.Random(4)
@@ -556,7 +556,7 @@ def test_backlog_counts_new_gone_and_changed_files_and_stops_past_the_sync_limit
     alone are past SYNC_FILES the answer is "in the background" and nothing more is looked at
     (a listing that many files longer than the recorded stats is not even compared by name)."""
     from realmem.write import observe
-    from realmem.write.observe import open_attached
+    from realmem.write.attached import open_attached
 
     monkeypatch.setattr(observe, "_RACY_NS", 0)
     monkeypatch.setattr(observe, "SYNC_FILES", 3)

@@ -15,6 +15,7 @@ from realmem.app import Realmem
 from realmem.events import log
 from realmem.projections import replay
 from realmem.write import memories, observe
+from realmem.write.attached import open_attached
 
 ROOT = Path(__file__).resolve().parents[2] / "realmem"
 
@@ -35,7 +36,7 @@ def fact_files(app: Realmem) -> dict[str, bytes]:
 
 
 def test_replay_into_emptied_stores_gives_the_files_live_writes_made_byte_for_byte(home: Path, repo: Path) -> None:
-    with observe.open_attached(home, repo) as app:
+    with open_attached(home, repo) as app:
         kept = add(app, "Build with make", "Run make -j4 from the root.")
         renamed = add(app, "Tests use pytest", "Run pytest -q.", "personal")
         gone = add(app, "Old deploy notes", "Deploy by hand.", "global")
@@ -61,7 +62,7 @@ def test_replay_leaves_file_stats_as_a_reset_would_and_rewrites_only_the_rows_th
         home: Path, repo: Path) -> None:
     """After a replay file_stats holds exactly the stamps of the memories' files; rows already
     right are not written again (100k of them cost 0.7 s), wrong and foreign ones are fixed."""
-    with observe.open_attached(home, repo) as app:
+    with open_attached(home, repo) as app:
         keys = [add(app, f"Fact {i}", f"Body {i}.") for i in range(3)]
         files_ = [app.memory(k).file for k in keys]
         store = keys[0][0]
@@ -80,7 +81,7 @@ def test_replay_leaves_file_stats_as_a_reset_would_and_rewrites_only_the_rows_th
 
 
 def test_opening_appends_nothing_so_a_replay_starts_from_the_log_as_it_was(home: Path, repo: Path, tmp_path: Path) -> None:
-    with observe.open_attached(home, repo) as app:
+    with open_attached(home, repo) as app:
         key = add(app, "Build with make", "Run make -j4 from the root.")
         path = app.store_dir(key[0]) / app.memory(key).file
     path.write_text(path.read_text(encoding="utf-8").replace("make -j4", "make -j8"), encoding="utf-8")
@@ -94,7 +95,7 @@ def test_opening_appends_nothing_so_a_replay_starts_from_the_log_as_it_was(home:
         with Realmem.open(home, cwd) as app:
             assert log.last_seq(app.conn) == before
 
-    with observe.open_attached(home, repo) as app:  # the use case a session start runs records the edit
+    with open_attached(home, repo) as app:  # the use case a session start runs records the edit
         assert log.last_seq(app.conn) > before
         assert "make -j8" in app.memory(key).content
         before = log.last_seq(app.conn)

@@ -17,7 +17,7 @@ from realmem.read import freshness
 from realmem.read.freshness import epoch
 from realmem.stores import ids
 from realmem.write import memories
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from realmem.events import types as ev
 from realmem.projections import tables
 

@@ -15,7 +15,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.read.recall import listing, recall
 from realmem.interface.render import list_text, recall_text
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import make_repo
 

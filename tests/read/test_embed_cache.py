@@ -16,7 +16,7 @@ from realmem.read import embedder
 from realmem.write import memories
 from realmem.app import Realmem
 from realmem.fakes import FakeEmbeddings
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from realmem.projections import index
 from realmem.read.recall import recall
 

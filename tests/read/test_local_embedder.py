@@ -22,7 +22,7 @@ from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.read import recall
 from realmem.write import memories
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import make_repo
 from helpers import cli

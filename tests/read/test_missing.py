@@ -20,7 +20,7 @@ from realmem.write import memories
 from realmem.app import Realmem, RealmemError
 from realmem.events import log as evlog
 from realmem.events import types as ev
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from realmem.events import log as evlog
 from realmem.events import types as ev
 from realmem.projections.urgency import urgency_key
 from realmem.read.pathnotes import NoteIndex, path_notes, touched_paths
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from realmem.stores import ids
 from realmem.gate import importer
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.write.observe import open_attached, scan_stores
+from realmem.write.attached import open_attached
+from realmem.write.observe import scan_stores
 from realmem.read.pathnotes import NoteIndex, path_notes
 
 

@@ -18,7 +18,7 @@ from realmem.write import memories
 from realmem.app import Realmem
 from realmem.interface.cli import cli
 from realmem.fakes.embeddings import fake_embedding
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from realmem.projections import index
 from realmem.interface.render import list_text, recall_text
 from realmem.projections.tokenize import index_tokens, query_units

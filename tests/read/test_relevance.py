@@ -16,7 +16,7 @@ from realmem.fakes import FakeSystemOne
 from realmem.read import recall, relevance
 from realmem.stores import ids
 from realmem.write import memories
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 FACTS = [("Tests run with vitest", "`pnpm test` runs vitest in watch mode off."),
          ("Vitest config lives in vitest.config.ts", "Coverage thresholds are set in vitest.config.ts."),

@@ -12,7 +12,7 @@ from realmem.read import search
 from realmem.storage import db
 from realmem.write import memories
 from realmem.app import Realmem
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from realmem.projections import index
 
 DIMS = 64

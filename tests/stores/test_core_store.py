@@ -18,7 +18,7 @@ from realmem.events import types as ev
 from realmem.stores.project import GLOBAL, forget_cache, path_key
 from realmem.projections import files, replay
 from realmem.read.recall import recall
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 
 def add(app: Realmem, caption: str, content: str, scope: str = "shared", paths: list[str] | None = None):

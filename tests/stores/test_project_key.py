@@ -8,7 +8,7 @@ from pathlib import Path
 from realmem.stores import project as project_mod
 from realmem.stores.project import detect, forget_cache
 from realmem.write import memories
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 
 from conftest import make_repo, run_git
 

@@ -18,6 +18,7 @@ from helpers.factreads import read_in_scan
 from realmem.projections import files
 from realmem.stores import ids
 from realmem.write import factfiles, observe
+from realmem.write.attached import open_attached
 
 WAIT = 300
 STAMP = "2026-01-01T00:00:00.000Z"
@@ -89,7 +90,7 @@ def test_the_helper_finds_what_the_scan_would_and_leaves_the_rest_to_it(tmp_path
 
 def scanned(home: Path, repo: Path) -> tuple[set[tuple], set[tuple]]:
     """What a scan of the repository's shared store records: memories and problems."""
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         observe.scan_stores(app)
         memories = {(m.file, m.caption, m.content, m.quarantined is not None)
                     for m in app.memories(include_quarantined=True)}
@@ -106,7 +107,7 @@ def two_pulls(tmp_path: Path) -> list[tuple[Path, Path]]:
     for side in ("a", "b"):
         repo = make_repo(tmp_path / f"repo-{side}")
         home = tmp_path / f"home-{side}"
-        with observe.open_attached(home, repo, scan=False) as app:
+        with open_attached(home, repo, scan=False) as app:
             pull(app.store_dir(app.project.shared_store), 30, secret)  # type: ignore[union-attr]
         out.append((home, repo))
     return out

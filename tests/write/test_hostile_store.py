@@ -21,7 +21,7 @@ from realmem.interface import session
 from realmem.stores import ids
 from realmem.write import memories
 from realmem.app import Realmem, RealmemError
-from realmem.write.observe import open_attached
+from realmem.write.attached import open_attached
 from realmem.projections import files, replay
 
 HANG_GUARD = 120.0

@@ -23,6 +23,7 @@ from realmem.events import types as ev
 from realmem.storage import db
 from realmem.stores import ids
 from realmem.write import factfiles, observe
+from realmem.write.attached import open_attached
 from realmem.projections import files
 
 WAIT = 300
@@ -40,7 +41,7 @@ def pull(d: Path, count: int, *, tag: str = "pulled", every_bare: int = 10) -> N
 
 
 def shared_dir(home: Path, repo: Path) -> Path:
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         return app.store_dir(app.project.shared_store)  # type: ignore[union-attr]
 
 
@@ -53,7 +54,7 @@ def scan_cli(home: Path, repo: Path, **env: str) -> int:
 def assert_projected(home: Path, repo: Path, tag: str, count: int) -> None:
     """Every file is exactly one memory whose file holds its id; replay agrees."""
     from realmem.projections import replay
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         rows = app.conn.execute("SELECT id, file, text FROM memories WHERE caption LIKE ?", (f"{tag} fact %",)).fetchall()
         assert len(rows) == count
         assert len({r[1] for r in rows}) == count
@@ -69,11 +70,11 @@ def test_a_scan_larger_than_a_batch_projects_every_file(home: Path, repo: Path) 
     d = shared_dir(home, repo)
     count = observe.EMIT_BATCH + 30
     pull(d, count)
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         events = observe.scan_stores(app)
     assert len(events) == count
     assert_projected(home, repo, "pulled", count)
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert observe.scan_stores(app) == []  # nothing is read twice into the log
 
 
@@ -84,12 +85,12 @@ def test_each_batch_records_the_stats_of_its_files_with_its_events(home: Path, r
     d = shared_dir(home, repo)
     pull(d, observe.EMIT_BATCH + 30)
     left: list[int] = []
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         real = app.emit
 
         def emit(events: list, **kw: object) -> list:
             out = real(events, **kw)  # type: ignore[arg-type]
-            with observe.open_attached(home, repo, scan=False) as other:
+            with open_attached(home, repo, scan=False) as other:
                 left.append(observe.backlog(other))
             return out
 
@@ -109,7 +110,7 @@ def test_a_scans_batches_are_checkpointed_into_the_database_once_at_the_end(
     monkeypatch.setattr(db, "WAL_SIZE_LIMIT", 16 << 10)
     pull(d, 35)
     digests: list[str] = []
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         db_file = Path(app.conn.filename)
         app.conn.execute("PRAGMA wal_autocheckpoint=1")  # every commit would checkpoint
         real = app.emit
@@ -147,7 +148,7 @@ def test_a_scans_tokens_go_to_the_cache_in_one_transaction_at_its_end(home: Path
     tokenized: list[str] = []
     real_text = tokenize.index_text
     monkeypatch.setattr(index, "index_text", lambda text: tokenized.append(text) or real_text(text))
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         written: list[int] = []  # fts_tokens rows inserted, per committed transaction
         inserted = [0]
         app.conn.set_update_hook(lambda op, _db, table, _rowid: inserted.__setitem__(0, inserted[0] + (table == "fts_tokens")))
@@ -175,7 +176,7 @@ def test_each_new_file_is_read_once_per_scan(home: Path, repo: Path, monkeypatch
     d = shared_dir(home, repo)
     pull(d, 12, every_bare=4)
     reads = read_in_scan(monkeypatch)
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 12
     assert sorted(reads) == sorted(f"pulled-{i}.md" for i in range(12))
     assert_projected(home, repo, "pulled", 12)
@@ -193,7 +194,7 @@ def test_the_pass_under_the_lease_runs_only_when_the_log_moved(home: Path, repo:
         passes.append(store)
         out = real(app, store, reads)  # type: ignore[arg-type]
         if meddle and len(passes) == 1:
-            with observe.open_attached(home, repo, scan=False) as other:
+            with open_attached(home, repo, scan=False) as other:
                 other.emit([ev.RecallHit([])])
         return out
 
@@ -201,7 +202,7 @@ def test_the_pass_under_the_lease_runs_only_when_the_log_moved(home: Path, repo:
     for meddle, tag, want in ((False, "quiet", 1), (True, "meddled", 2)):
         pull(d, 3, tag=tag)
         passes.clear()
-        with observe.open_attached(home, repo, scan=False) as app:
+        with open_attached(home, repo, scan=False) as app:
             assert len(observe.scan_stores(app, [app.project.shared_store])) == 3  # type: ignore[union-attr]
         assert len(passes) == want
     assert_projected(home, repo, "quiet", 3)
@@ -226,7 +227,7 @@ def test_a_secret_in_a_pulled_file_is_quarantined_in_a_batch(home: Path, repo: P
                           updated="2026-01-01T00:00:00.000Z",
                           content=f"The deploy token is {fake_secret('ghp_', 36)} for now.")
     (d / "pulled-leaked.md").write_text(leaked, encoding="utf-8")
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         observe.scan_stores(app)
         rows = dict(app.conn.execute("SELECT caption, quarantined FROM memories WHERE caption LIKE 'pulled fact %'"))
     assert len(rows) == observe.EMIT_BATCH + 6
@@ -242,7 +243,7 @@ def test_a_scan_killed_in_its_first_batch_is_healed_by_the_next(home: Path, repo
     count = observe.EMIT_BATCH + 40
     pull(d, count)
     assert scan_cli(home, repo, REALMEM_TEST_FAULT=step) == -signal.SIGKILL
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         committed = app.conn.execute("SELECT count(*) FROM memories WHERE caption LIKE 'pulled fact %'").fetchone()[0]
     assert committed == (0 if step == "before-commit" else observe.EMIT_BATCH)
     assert scan_cli(home, repo) == 0
@@ -296,18 +297,18 @@ def test_a_pull_of_facts_with_ids_flushes_nothing_and_hand_written_ones_are_flus
     monkeypatch.setattr(os, "sync", no_sync)
     d = shared_dir(home, repo)
     pull(d, 40, every_bare=10**9)  # every fact has its id
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 40
     assert flushes == []
     pull(d, 40, tag="bare", every_bare=1)  # none has one
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         assert len(observe.scan_stores(app)) == 40
     assert flushes == [sorted(f"bare-{i}.md" for i in range(40))]
     assert all(files.parse((d / f"bare-{i}.md").read_text(encoding="utf-8")).id for i in range(40))
     monkeypatch.setattr(observe, "EMIT_BATCH", 100)  # fewer files than flush_written's os.sync threshold
     count = observe.EMIT_BATCH * 2 + 10  # three batches
     pull(d, count, tag="many", every_bare=1)
-    with observe.open_attached(home, repo, scan=False) as app:
+    with open_attached(home, repo, scan=False) as app:
         conn.append(app.conn)
         assert len(observe.scan_stores(app)) == count
         assert len(flushes) == 2 and len(flushes[1]) == count

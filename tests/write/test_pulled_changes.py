@@ -17,7 +17,8 @@ from realmem.interface import commands, tools
 from realmem.projections import files, replay
 from realmem.stores import ids
 from realmem.write import memories
-from realmem.write.observe import open_attached, scan_stores
+from realmem.write.attached import open_attached
+from realmem.write.observe import scan_stores
 
 from conftest import run_git
 from helpers.rpc_child import child_env, spawn  # noqa: F401 (fixtures)

@@ -1,6 +1,6 @@
 -- `realmem status` reports, per store, its memories, the quarantined ones and those pointing at
 -- a path that no longer exists.  Counting them read the whole primary-key index and the
--- missing-path rows (16 ms at 100k memories, a sixth of status); the projector keeps the
+-- missing-path rows; the projector keeps the
 -- three counts here instead, and `replay --check` compares them with a rebuild.
 CREATE TABLE store_sizes (
   store       TEXT PRIMARY KEY,

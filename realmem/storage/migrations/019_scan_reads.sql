@@ -1,7 +1,7 @@
 -- A full scan reads, per store, every memory's file name and every file's recorded stamp
--- (realmem/write/observe.py).  Each read looked up a table row per memory or file: 0.14 s and
--- 0.12 s at 67k memories.  With the file name in memories_scope and file_stats kept in its
--- primary key's order, both are one walk of one b-tree (0.04 s each).
+-- (realmem/write/observe.py).  Each read looked up a table row per memory or file.  With the file
+-- name in memories_scope and file_stats kept in its primary key's order, both are one walk
+-- of one b-tree.
 DROP INDEX memories_scope;
 CREATE INDEX memories_scope ON memories(store, paths, quarantined, updated, id, last_seq, file);
 CREATE TABLE file_stats_by_key (
