@@ -62,7 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "freshness.enabled": True,        # flag memories whose paths changed in git after `updated`
     # Recall and listing.
     "recall.pageSize": 8,
-    "recall.relevance": "semif",      # with semif.url set, System One checks recall's top candidates; "off" keeps the similarity rule
+    "recall.relevance": "semif",      # with semif.url set, System One checks recall's top candidates; "chat": the chat model does; "off": similarity alone
     "list.pageSize": 30,
     "prompt.captions": 12,            # most-used project-wide captions in the <realmem> section
     # Hidden tools of other memory systems.
@@ -101,7 +101,7 @@ ORDERED = (("pathNotes.mid", "pathNotes.high"), ("gate.judgeNeighbors", "gate.ne
 
 
 # Settings with a fixed set of values.
-CHOICES = {"embedding.local": ("e5+use", "multilingual-e5-small", "off"), "recall.relevance": ("semif", "off"),
+CHOICES = {"embedding.local": ("e5+use", "multilingual-e5-small", "off"), "recall.relevance": ("semif", "chat", "off"),
            "judge.fallback": ("chat", "queue")}
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realmem.clients import bridge
 from realmem.clients.base import ModelClient
 from realmem.clients.errors import EndpointError
 from realmem.config import Config
+
+if TYPE_CHECKING:
+    from realmem.app import Realmem
 
 # The bridge answers with Pi's current model whatever name is sent.
 BRIDGE_MODEL = "pi"
@@ -119,3 +122,9 @@ def chat_model(cfg: Config, own: ChatModel | None = None) -> ChatModel:
     if own is not None and not cfg["rewriter.url"]:
         return own
     return ChatClient.from_config(cfg, bridge.live(cfg.home))
+
+
+def chat_client(app: Realmem) -> ChatModel:
+    """The chat model for this call of ``app``: rewriter.url, else the front end's own model (MCP
+    sampling), else the Pi model bridge.  Here, below the use cases, so recall reaches it too."""
+    return chat_model(app.config, app.chat_model)

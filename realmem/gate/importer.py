@@ -27,7 +27,7 @@ from realmem.read.prompt import file_hash, imported
 from realmem.words import count
 from realmem.clients.errors import EndpointError
 from realmem.clients.errors import EndpointUnavailable
-from realmem.gate.rewrite import chat_client
+from realmem.clients.chat import chat_client
 from realmem.gate.remember import Outcome, remember
 
 # The gate's actions after which the fact is in a store.

@@ -46,7 +46,8 @@ from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.projections.urgency import TIER_SHOWN, urgency_key_of, urgency_tier
 from realmem.logs import get_logger
-from realmem.gate.rewrite import chat_client, rewrite
+from realmem.clients.chat import chat_client
+from realmem.gate.rewrite import rewrite
 from realmem.clients.chatjudge import ChatJudge
 from realmem.projections import queries
 

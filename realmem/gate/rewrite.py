@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from realmem.clients.chat import ChatModel, chat_model
+from realmem.clients.chat import chat_client
 from realmem.clients.errors import EndpointError, EndpointUnavailable
 from realmem.gate import safety
 from realmem.logs import get_logger
@@ -90,11 +90,6 @@ def _prompt(mode: str, target: "Memory", new_caption: str, new_content: str) -> 
     if mode != "revise":
         user += ["", "NEW FACT", f"Caption: {new_caption}", f"Content: {new_content}"]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(user)}]
-
-
-def chat_client(app: "Realmem") -> ChatModel:
-    """rewriter.url, else the front end's own model (MCP sampling), else the Pi model bridge."""
-    return chat_model(app.config, app.chat_model)
 
 
 def rewrite(app: "Realmem", mode: str, target: "Memory", new_caption: str, new_content: str) -> Rewritten:

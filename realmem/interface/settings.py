@@ -75,7 +75,9 @@ SCHEMA: dict[str, tuple[str, str]] = {
                        "candidates queued until semif.url is set."),
     "recall.relevance": ("Recall", "semif: with a System One endpoint set, one request per recall asks it which "
                          "of the 10 best candidates answer the question (the others show as weak matches); "
-                         "off: the similarity rule alone decides (docs/recall.md)."),
+                         "chat: the chat model (rewriter.url, else Pi's current model) answers it instead, "
+                         "one chat request and its tokens per recall that reaches the check (cached per "
+                         "query and candidate set); off: the similarity rule alone decides (docs/recall.md)."),
     "list.pageSize": ("Recall", "Memories per page of realmem_list and `realmem list`."),
     "prompt.captions": ("Recall", "Most-used project-wide captions listed in the system prompt's <realmem> "
                         "section (from the next session on)."),

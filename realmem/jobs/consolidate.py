@@ -54,7 +54,8 @@ from realmem.projections import queries
 from realmem.frontend import settings_hint
 from realmem.jobs import tree as treemod
 from realmem.gate import rewrite as rw
-from realmem.gate.rewrite import chat_client, rewrite
+from realmem.clients.chat import chat_client
+from realmem.gate.rewrite import rewrite
 from realmem.stores.project import store_kind
 from realmem.projections.state import Memory
 from realmem.words import count

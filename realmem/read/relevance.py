@@ -1,14 +1,17 @@
-"""Recall's second stage: System One says which of the top candidates answer the question.
+"""Recall's second stage: a judge says which of the top candidates answer the question.
 
 Similarity cannot tell "about this project, but no fact covers it" from "covered": a near miss
-scores like a hit on every embedding and BM25 signal (docs/recall.md).  So when ``semif.url``
-is set, recall asks the judge one choice question over its best ``CANDIDATES`` (their ids plus
-``none``), the way the gate asks ``covered_by``: what it gives at least ``RELEVANT_P`` is a
-match, the other candidates are weak matches.  A choice wider than ``semif.maxOptions`` is
-split into shards sent in one request where the server allows.  Verdicts are kept per (query,
-candidate texts) for the process, so asking again costs nothing.  Any endpoint error (503, 422,
-a timeout, a malformed answer) returns None: recall keeps the rule of the first stage and
-loses nothing.
+scores like a hit on every embedding and BM25 signal (docs/recall.md).  So recall asks a judge
+one choice question over its best ``CANDIDATES`` (their ids plus ``none``), the way the gate asks
+``covered_by``: what it gives at least ``RELEVANT_P`` is a match, the other candidates are weak
+matches.  The judge is System One when ``semif.url`` is set (``recall.relevance`` = ``semif``,
+the default); with ``chat`` it is the chat judge (clients/chatjudge.py) whenever a chat model is
+reachable, System One otherwise.  The chat model is never asked by default: every check costs
+the user one request of their own model's tokens.  A choice wider than ``semif.maxOptions`` is
+split into shards for System One; a chat model takes every option at once.  Verdicts are kept
+per (judge, query, candidate texts) for the process, so asking again costs nothing.  Any
+endpoint error (503, 422, a timeout, a malformed answer) returns None: recall keeps the rule of
+the first stage and loses nothing.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from realmem.clients.chat import chat_client
+from realmem.clients.chatjudge import ChatJudge
 from realmem.clients.errors import Error
 from realmem.clients.systemone import Question, SystemOneClient, combine_choice, continuation_lines, shard_choice
 from realmem.events.types import Key
@@ -40,7 +46,8 @@ INSTRUCTIONS = ("A coding agent asked the question above. Which of the memories 
                 "states what the agent needs to know to act on the question? Pick none when no memory does, "
                 "even if some are about the same project or topic.")
 CACHE_SIZE = 512
-TIMEOUT = 5.0  # seconds: recall waits for the judge at most this long, then keeps its own rule
+TIMEOUT = 5.0  # seconds: recall waits for System One at most this long, then keeps its own rule
+CHAT_OPTIONS = 255  # a chat model takes every option in one question: no shards
 
 
 @attrs.frozen
@@ -53,8 +60,37 @@ _cache: OrderedDict[tuple, Verdict] = OrderedDict()
 _clients: dict[tuple, SystemOneClient] = {}
 
 
+@attrs.frozen
+class Judge:
+    """The judge a check asks: ``ask(state, questions)``, its cache identity, its option limit."""
+    asker: Any
+    kind: str  # "semif" or "chat"
+    identity: tuple
+    max_options: int
+
+
 def enabled(app: Realmem) -> bool:
-    return bool(app.config["semif.url"]) and app.config["recall.relevance"] != "off"
+    mode = app.config["recall.relevance"]
+    if mode == "chat" and chat_client(app).configured:
+        return True
+    return bool(app.config["semif.url"]) and mode != "off"
+
+
+def judge(app: Realmem) -> Judge | None:
+    """The chat judge when ``recall.relevance`` is ``chat`` and a chat model is reachable, else
+    System One when ``semif.url`` is set and the check is not off, else None."""
+    mode = app.config["recall.relevance"]
+    if mode == "chat":
+        chat = chat_client(app)
+        if chat.configured:
+            # The configured names, not the resolved model: resolving asks the endpoint.
+            ident = ("chat", getattr(chat, "url", type(chat).__name__), app.config["rewriter.model"])
+            return Judge(ChatJudge(chat), "chat", ident, CHAT_OPTIONS)
+        chat.close()
+    if mode == "off" or not app.config["semif.url"]:
+        return None
+    client = _client(app)
+    return Judge(client, "semif", ("semif", client.url, app.config["semif.model"]), max(2, client.max_options))
 
 
 def state(query: str, candidates: Sequence[Memory]) -> str:
@@ -74,40 +110,60 @@ def check(app: Realmem, query: str, candidates: Sequence[Memory]) -> Verdict | N
         return None
 
     candidates = list(candidates)[:CANDIDATES]
-    client = _client(app)
-    key = (client.url, app.config["semif.model"], " ".join(query.split()),
-           tuple((m.id, m.hash) for m in candidates))
+    chosen = judge(app)
+    if chosen is None:
+        return None
+    key = (chosen.identity, " ".join(query.split()), tuple((m.id, m.hash) for m in candidates))
     cached = _cache.get(key)
     if cached is not None:
+        _close(chosen)
         _cache.move_to_end(key)
         return attrs.evolve(cached, trace=cached.trace | {"cached": True})
+    verdict = _ask(chosen, query, candidates)
+    if verdict is not None:
+        _cache[key] = verdict
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return verdict
+
+
+def _ask(chosen: Judge, query: str, candidates: list[Memory]) -> Verdict | None:
+    """One request to ``chosen``; None when it could not answer."""
     by_short = {ids.short(m.id): (m.store, m.id) for m in candidates}
     options = {ids.short(m.id): m.caption[:160] or ids.short(m.id) for m in candidates} | \
         {NONE: "none of these memories answers the question"}
-    shards = shard_choice(options, max(2, client.max_options), NONE)
+    shards = shard_choice(options, chosen.max_options, NONE)
     questions = {QUESTION if i == 0 else f"{QUESTION}__{i}": Question("choice", INSTRUCTIONS, part)
                  for i, part in enumerate(shards)}
     started = time.perf_counter()
     try:
-        answers = client.ask(state(query, candidates), questions)
+        answers = chosen.asker.ask(state(query, candidates), questions)
         combined = combine_choice([answers.choice(name) for name in questions], NONE)
     except Error as exc:
-        log.warning("recall.relevance_failed", error=type(exc).__name__, detail=str(exc)[:200],
-                    candidates=len(candidates))
+        log.warning("recall.relevance_failed", judge=chosen.kind, error=type(exc).__name__,
+                    detail=str(exc)[:200], candidates=len(candidates))
         return None
+    finally:
+        _close(chosen)
     latency = round((time.perf_counter() - started) * 1000, 1)
     picked = {s for s, p in combined.probabilities.items() if s != NONE and p >= RELEVANT_P}
-    trace = {"judge": f"semif:{answers.model}", "question": INSTRUCTIONS, "options": list(options),
+    name = chosen.asker.name if chosen.kind == "chat" else f"semif:{answers.model}"
+    trace = {"judge": name, "question": INSTRUCTIONS, "options": list(options),
              "probabilities": {s: round(p, 4) for s, p in combined.probabilities.items()},
              "relevant": sorted(picked), "threshold": RELEVANT_P, "latency_ms": latency,
              "requests": answers.requests, "usage": answers.usage, "cached": False}
-    log.info("recall.relevance", candidates=len(candidates), relevant=len(picked), latency_ms=latency,
-             requests=answers.requests)
-    verdict = Verdict(frozenset(by_short[s] for s in picked if s in by_short), trace)
-    _cache[key] = verdict
-    while len(_cache) > CACHE_SIZE:
-        _cache.popitem(last=False)
-    return verdict
+    if "total_tokens" in answers.usage:
+        trace["tokens"] = int(answers.usage["total_tokens"])
+    log.info("recall.relevance", judge=name, candidates=len(candidates), relevant=len(picked),
+             latency_ms=latency, requests=answers.requests)
+    return Verdict(frozenset(by_short[s] for s in picked if s in by_short), trace)
+
+
+def _close(chosen: Judge) -> None:
+    """A chat judge's client is the call's own; System One's client is kept for the process."""
+    if chosen.kind == "chat":
+        with suppress(Error):
+            chosen.asker.close()
 
 
 def _client(app: Realmem) -> SystemOneClient:
