@@ -674,7 +674,7 @@ def eval_group() -> None:
 
 @eval_group.command(name="recall")
 @click.option("--mode", "modes", multiple=True,
-              type=click.Choice(["bm25", "e5", "local", "embedder", "judge", "judge-noisy"]),  # evaluation.MODES
+              type=click.Choice(["bm25", "e5", "local", "embedder", "judge", "judge-noisy", "judge-chat"]),  # evaluation.MODES
               help="one mode (repeatable; default: all)")
 @click.option("--set", "set_name", type=click.Choice(["dev", "public"]), default="public", show_default=True,
               help="dev: written beside the rule; public: verbatim public facts, questions written blind")
@@ -686,7 +686,8 @@ def eval_group() -> None:
 def eval_recall(modes: tuple[str, ...], set_name: str, split: str, set_path: Path | None, as_json: bool) -> None:
     """Replay a recall evaluation set in sequence, hits counted: BM25 only, e5 alone, the bundled
     local embedder (e5 and USE fused), the fake embedder, and the local embedder with a System
-    One relevance check (a perfect fake, and one wrong 10% of the time); print recall@1/@3 as
+    One relevance check (a perfect fake, and one wrong 10% of the time) or the chat judge's (the
+    perfect fake behind a chat endpoint); print recall@1/@3 as
     seen and strong-only, MRR, on-topic and off-topic silence, and the first stage's candidate
     recall@10/@20.
 

@@ -34,14 +34,17 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.write.attached import open_attached
 from realmem.app import Realmem
+from realmem.fakes.chat import FakeChat
 from realmem.fakes.embeddings import FakeEmbeddings
 from realmem.fakes.systemone import FakeSystemOne
 from realmem.words import count
 from realmem.interface.render import table
 
-MODES = ("bm25", "e5", "local", "embedder", "judge", "judge-noisy")
-LOCAL = {"e5": "multilingual-e5-small", "local": "e5+use", "judge": "e5+use", "judge-noisy": "e5+use"}
-NOISE = {"judge": 0.0, "judge-noisy": 0.1}  # the System One fake's share of wrong relevance answers
+MODES = ("bm25", "e5", "local", "embedder", "judge", "judge-noisy", "judge-chat")
+LOCAL = {"e5": "multilingual-e5-small", "local": "e5+use", "judge": "e5+use", "judge-noisy": "e5+use",
+         "judge-chat": "e5+use"}
+NOISE = {"judge": 0.0, "judge-noisy": 0.1, "judge-chat": 0.0}  # the System One fake's share of wrong relevance answers
+CHAT = {"judge-chat"}  # the chat judge asked (recall.relevance chat), the chat fake answering from System One's
 SETS = {"dev": "recall.yaml", "public": "public.yaml"}
 SPLITS = ("all", "tune", "held-out")
 DIMS = 256  # the fake embedder's space in the evaluation
@@ -180,7 +183,7 @@ def _project() -> Iterator[tuple[Path, Path]]:
         # Global paths resolve under the temp dir, never the real ~; the user's own embedding,
         # judge and recall settings in the environment would override the mode's.
         saved = {k: v for k, v in os.environ.items()
-                 if k == "HOME" or k.startswith(("REALMEM_EMBEDDING_", "REALMEM_SEMIF_", "REALMEM_RECALL_"))}
+                 if k == "HOME" or k.startswith(("REALMEM_EMBEDDING_", "REALMEM_SEMIF_", "REALMEM_RECALL_", "REALMEM_REWRITER_"))}
         for k in saved:
             del os.environ[k]
         os.environ["HOME"] = tmp
@@ -198,7 +201,8 @@ def _no_vector(_app: Realmem, _text: str) -> None:
 def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = lambda m: None) -> Report:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-    with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake, FakeSystemOne(heuristic=False) as judge:
+    with _project() as (home, root), FakeEmbeddings(dims=DIMS) as fake, FakeSystemOne(heuristic=False) as judge, \
+            FakeChat(judge=judge, heuristic=False) as chat:
         app = open_attached(home, root, scan=False)
         try:
             by_id: dict[str, str] = {}
@@ -212,8 +216,12 @@ def run_mode(mode: str, evalset: EvalSet, *, progress: Callable[[str], None] = l
             if mode == "embedder":
                 app.config.set("embedding.url", fake.url)
                 app.config.set("embedding.model", fake.models[0])
-            if mode in NOISE:
+            if mode in CHAT:
+                app.config.set("rewriter.url", chat.url)
+                app.config.set("recall.relevance", "chat")
+            elif mode in NOISE:
                 app.config.set("semif.url", judge.url)
+            if mode in NOISE:
                 _script_judge(judge, evalset, {ids.short(i): f for i, f in by_id.items()}, NOISE[mode])
             if mode != "bm25":
                 progress(f"[{mode}] embedding {count(len(evalset.facts), 'fact')}…")

@@ -98,3 +98,13 @@ def test_eval_recall_public_set_every_mode_but_the_fake_embedder() -> None:
         assert got["off_topic_strong"] <= floors["off_topic_strong_max"], got
         if mode == "judge":  # a perfect judge picks every right candidate: the pipeline loses nothing after ranking
             assert got["strong_recall_at_3"] >= got["candidate_recall_at_10"] - 0.01, got
+
+
+def test_eval_recall_judge_chat_reads_the_same_verdicts_as_system_one() -> None:
+    """The chat judge behind a chat endpoint, answering from the perfect System One fake: the
+    check sees every candidate in one question, so it must pick what System One picks."""
+    evalset = evaluation.load_set(name="public", split="held-out")
+    chat, semif = (evaluation.run_mode(m, evalset).summary() for m in ("judge-chat", "judge"))
+    assert chat["mode"] == "judge-chat" and {k: v for k, v in chat.items() if k != "mode"} == \
+        {k: v for k, v in semif.items() if k != "mode"}
+    assert chat["off_topic_strong"] <= PUBLIC_FLOORS["judge"]["off_topic_strong_max"], chat
