@@ -36,6 +36,7 @@ from realmem.fakes.embeddings import fake_embedding
 from realmem.projections import files, index, replay
 from realmem.agents import hookclient
 from realmem.fakes.embeddings import FakeEmbeddings
+from realmem.fakes.chat import FakeChat
 from realmem.fakes.systemone import FakeSystemOne
 from realmem.gate.remember import remember
 from realmem.interface.render import table
@@ -329,32 +330,45 @@ def _bench_local(home: Path, root: Path, rng: random.Random, iters: int, queries
     finally:
         app.close()
     asked = queries or [" ".join(rng.sample(WORDS, 3)) for _ in range(iters)]
-    samples, rss = _recall_local_rpc(home, root, asked, {"REALMEM_EMBEDDING_LOCAL": model.model})
+    samples, rss, _ = _recall_local_rpc(home, root, asked, {"REALMEM_EMBEDDING_LOCAL": model.model})
     # The second stage as a user with System One gets it: the fake answers in-process, so the
     # difference is the check's own cost (request build, HTTP round trip on 127.0.0.1, parse).
+    checked_asked = asked[:max(20, len(asked) // 3)]
     with FakeSystemOne() as semif:
-        checked, _ = _recall_local_rpc(home, root, asked[:max(20, len(asked) // 3)],
-                                       {"REALMEM_EMBEDDING_LOCAL": model.model, "REALMEM_SEMIF_URL": semif.url})
+        checked, _, _ = _recall_local_rpc(home, root, checked_asked,
+                                          {"REALMEM_EMBEDDING_LOCAL": model.model, "REALMEM_SEMIF_URL": semif.url})
+    # The same check asked of the chat judge (recall.relevance chat), the chat fake answering
+    # from System One's fake: the added request and the tokens a user's own model would spend.
+    with FakeSystemOne() as s1, FakeChat(judge=s1) as chat:
+        by_chat, _, tokens = _recall_local_rpc(home, root, checked_asked, {
+            "REALMEM_EMBEDDING_LOCAL": model.model, "REALMEM_REWRITER_URL": chat.url,
+            "REALMEM_RECALL_RELEVANCE": "chat"})
     return {"recall_rpc": _stats(samples), "recall_rpc_checked": _stats(checked), "query_embed": _stats(own),
+            "recall_rpc_chat_checked": _stats(by_chat) | {"tokens_per_recall": round(tokens / len(checked_asked), 1)},
             "embed_s_per_1000": round(per_1000, 2), "rss_mb": rss}
 
 
-def _recall_local_rpc(home: Path, root: Path, queries: list[str], env: dict[str, str]) -> tuple[list[float], float]:
-    """Recall of ``queries`` over a fresh rpc child with ``env``: the samples and its peak RSS."""
+def _recall_local_rpc(home: Path, root: Path, queries: list[str], env: dict[str, str]
+                      ) -> tuple[list[float], float, int]:
+    """Recall of ``queries`` over a fresh rpc child with ``env``: the samples, its peak RSS and
+    the tokens the relevance checks reported."""
     proc = _spawn_rpc(home, env)
+    tokens = 0
     try:
         _rpc_call(proc, 0, "recall", {"cwd": str(root), "queries": ["warm up the model and the floors"]})
         samples = []
         for i, q in enumerate(queries):
             t = time.perf_counter()
-            _rpc_call(proc, 1 + i, "recall", {"cwd": str(root), "queries": [q]})
+            out = _rpc_call(proc, 1 + i, "recall", {"cwd": str(root), "queries": [q]})
             samples.append(time.perf_counter() - t)
+            tokens += sum(int(c.get("tokens", 0)) for c in out["details"]["relevance"]
+                          if not c.get("cached"))
     finally:
         seen = _vm_hwm_mb(proc.pid)
         assert proc.stdin
         proc.stdin.close()
         rss = _peak_rss_mb(proc, seen)
-    return samples, rss
+    return samples, rss, tokens
 
 
 def _bench_raw_fts(app: Realmem, queries: list[str]) -> dict[str, Any]:
@@ -551,9 +565,10 @@ def _bench_status(home: Path, root: Path, runs: int) -> dict[str, Any]:
 
 
 def _spawn_rpc(home: Path, extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, "REALMEM_WORKER_AUTOSTART": "0", **(extra or {})}
-    for var in ("REALMEM_EMBEDDING_URL", "REALMEM_SEMIF_URL"):
-        env.pop(var, None)  # no service time inside the measured figures
+    env = {**os.environ, "REALMEM_WORKER_AUTOSTART": "0"}
+    for var in ("REALMEM_EMBEDDING_URL", "REALMEM_SEMIF_URL", "REALMEM_REWRITER_URL", "REALMEM_RECALL_RELEVANCE"):
+        env.pop(var, None)  # no service time inside the measured figures, but what ``extra`` asks for
+    env |= extra or {}
     return subprocess.Popen([sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "rpc"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env)
 
@@ -754,6 +769,12 @@ class _Rows:
             if "recall_rpc_checked" in lo:
                 row(n, "recall over rpc, local + System One check (fake), p95", lo["recall_rpc_checked"]["p95_ms"],
                     "ms", None, target_text="(reported)")
+            by_chat = lo.get("recall_rpc_chat_checked")
+            if by_chat:
+                row(n, "recall over rpc, local + chat check (fake), p95", by_chat["p95_ms"], "ms", None,
+                    target_text="(reported)")
+                row(n, "chat check: tokens per recall (fake's count)", by_chat["tokens_per_recall"], "tokens", None,
+                    target_text="(reported)")
             row(n, "local embedder: 1,000 facts embedded", lo["embed_s_per_1000"], "s", None, target_text="(reported)")
             row(n, "rpc child peak RSS, model loaded", lo["rss_mb"], "MB", 300.0, target_text="<= 300 MB")
 

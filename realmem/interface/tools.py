@@ -32,7 +32,8 @@ def run_recall(app: Realmem, *, queries: Sequence[str] = (), paths: Sequence[str
 def recall(app: Realmem, **query: Any) -> dict[str, Any]:
     """The model's recall page; ``query``: ``run_recall``'s params."""
     res, stale = run_recall(app, **query)
-    return {"text": render.recall_text(res, stale), "details": page_details(res)}
+    # The relevance check's trace (judge, latency, tokens) goes with the page: what it cost.
+    return {"text": render.recall_text(res, stale), "details": page_details(res) | {"relevance": res.relevance}}
 
 
 def remember(app: Realmem, **fact: Any) -> dict[str, Any]:
