@@ -216,8 +216,9 @@ def _vector_strong(cos: float, near: Sequence[tuple[Key, float]], limits: floor.
 
 
 def _checked(app: Realmem, query: str, found: list[Match], checks: list[dict[str, Any]]) -> list[Match]:
-    """The first stage's matches, or, when System One can check them (read/relevance.py), its
-    best candidates with the judge's picks as the matches and the rest weak."""
+    """The first stage's matches, or, when a judge can check them (System One, or the chat judge
+    with ``recall.relevance`` chat: read/relevance.py), its best candidates with the judge's
+    picks as the matches and the rest weak."""
     if not found or not relevance.enabled(app):
         return found
     best = sorted(found, key=lambda m: (-m.rrf, m.key))[:relevance.CANDIDATES]
