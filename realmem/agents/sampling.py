@@ -36,6 +36,9 @@ class SamplingChat(ChatModel):
         self._ctx = ctx
         self._timeout = timeout
 
+    def limited(self, seconds: float) -> SamplingChat:
+        return SamplingChat(self._ctx, min(self._timeout, seconds))
+
     def completion(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
                    max_tokens: int | None = None) -> tuple[str, str, dict[str, float]]:
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system") or None

@@ -160,7 +160,7 @@ class Endpoint:
         shown = display_url(full)
         started = time.monotonic()
         try:
-            response = self._http().request(method, full, json=body)
+            response = self._http().request(method, full, json=body, timeout=httpx.Timeout(self.timeout))
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             # A configuration mistake (e.g. no http://): retrying later cannot fix it.
             raise EndpointError(f"the {self.name} URL is invalid ({exc}): {shown}; "

@@ -73,6 +73,11 @@ class ChatModel:
         """``complete`` then the first JSON object of the reply; EndpointError if there is none."""
         return extract_json_object(self.complete(messages, temperature=temperature, max_tokens=max_tokens))
 
+    def limited(self, seconds: float) -> ChatModel:
+        """This model, waiting at most ``seconds`` for a reply: a recall cannot wait as long as a
+        remember in the background can."""
+        return self
+
     def close(self) -> None:
         pass
 
@@ -97,6 +102,11 @@ class ChatClient(ModelClient, ChatModel):
                        key_advice="the Pi model bridge refused realmem's token; restart Pi (or set rewriter.url)")
         return cls(url=url, key=cfg.secret("rewriter.key"), model=str(cfg.get("rewriter.model") or ""),
                    timeout=timeout, key_advice=cfg.key_advice("rewriter.key"))
+
+    def limited(self, seconds: float) -> ChatClient:
+        # Each call builds its own client (chat_model), so the cap stays with this call.
+        self._endpoint.timeout = min(self._endpoint.timeout, seconds)
+        return self
 
     def completion(self, messages: list[dict[str, Any]], *, temperature: float = 0.0,
                    max_tokens: int | None = None) -> tuple[str, str, dict[str, float]]:

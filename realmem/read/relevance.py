@@ -47,6 +47,9 @@ INSTRUCTIONS = ("A coding agent asked the question above. Which of the memories 
                 "even if some are about the same project or topic.")
 CACHE_SIZE = 512
 TIMEOUT = 5.0  # seconds: recall waits for System One at most this long, then keeps its own rule
+# A chat model answers in seconds, not milliseconds; past this a recall keeps its own rule rather
+# than hold the agent up (a remember may wait the whole rewriter.timeout: it runs in the background).
+CHAT_TIMEOUT = 20.0
 CHAT_OPTIONS = 255  # a chat model takes every option in one question: no shards
 
 
@@ -81,7 +84,7 @@ def judge(app: Realmem) -> Judge | None:
     System One when ``semif.url`` is set and the check is not off, else None."""
     mode = app.config["recall.relevance"]
     if mode == "chat":
-        chat = chat_client(app)
+        chat = chat_client(app).limited(CHAT_TIMEOUT)
         if chat.configured:
             # The configured names, not the resolved model: resolving asks the endpoint.
             ident = ("chat", getattr(chat, "url", type(chat).__name__), app.config["rewriter.model"])

@@ -134,6 +134,26 @@ def test_a_chat_model_slower_than_its_timeout_keeps_the_similarity_rule(fakes, h
     assert res.items and not res.weak and hits and res.relevance == []
 
 
+def test_recall_waits_for_the_chat_judge_no_longer_than_its_own_cap(fakes, home: Path, repo: Path,  # type: ignore[no-untyped-def]
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """rewriter.timeout (a remember's patience) stays long; the check gives up at CHAT_TIMEOUT."""
+    s1, _ = fakes
+    _store(home, repo)
+    monkeypatch.setattr(relevance, "CHAT_TIMEOUT", 0.3)
+    release = threading.Event()
+
+    def slow(state: str, question: dict[str, Any]) -> dict[str, Any]:
+        release.wait(10)
+        return {"probabilities": {relevance.NONE: 1.0}}
+
+    s1.script({"answers": slow})
+    try:
+        res, hits = _recall(home, repo, "vitest tests")
+    finally:
+        release.set()
+    assert res.items and not res.weak and hits and res.relevance == []
+
+
 def test_the_default_never_asks_the_chat_model(fakes, home: Path, repo: Path,  # type: ignore[no-untyped-def]
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     s1, chat = fakes
