@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from realmem.events import log as evlog
+from realmem.fakes import FakeSystemOne
 from realmem.events import types as ev
 from realmem.read import recall, relevance
 from realmem.stores import ids
@@ -44,3 +48,28 @@ def picks(short_id: str | None) -> Any:
         chosen = short_id if short_id in question["criteria"] else relevance.NONE
         return {"probabilities": {chosen: 1.0}}
     return answer
+
+
+@contextmanager
+def answering_late(judge: FakeSystemOne) -> Iterator[None]:
+    """The judge answers only once the block is over, so a check inside it times out; the fake's
+    handler thread is let go before the server stops."""
+    release = threading.Event()
+
+    def slow(state: str, question: dict[str, Any]) -> dict[str, Any]:
+        release.wait(10)
+        return {"probabilities": {relevance.NONE: 1.0}}
+
+    judge.script({"answers": slow})
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def recalled_by_the_rule(home: Path, repo: Path, judge: FakeSystemOne) -> None:
+    """A judge slower than the check's wait leaves the similarity rule's answer, hits counted."""
+    store_facts(home, repo)
+    with answering_late(judge):
+        res, hits = recall_once(home, repo, "vitest tests")
+    assert res.items and not res.weak and hits and res.relevance == []

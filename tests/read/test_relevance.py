@@ -4,9 +4,7 @@ similarity rule on 503, 422 and a timeout, with nothing lost."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +14,7 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.write.attached import open_attached
 
-from tests.helpers.relevance import picks as _picks, recall_once as _recall, store_facts as _store
+from tests.helpers.relevance import picks as _picks, recall_once as _recall, recalled_by_the_rule, store_facts as _store
 
 @pytest.fixture
 def judge(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
@@ -101,20 +99,8 @@ def test_an_endpoint_error_keeps_the_similarity_rule(judge: FakeSystemOne, home:
 
 def test_a_judge_slower_than_its_timeout_keeps_the_similarity_rule(judge: FakeSystemOne, home: Path, repo: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    _store(home, repo)
     monkeypatch.setenv("REALMEM_SEMIF_TIMEOUT", "0.3")
-    release = threading.Event()
-
-    def slow(state: str, question: dict[str, Any]) -> dict[str, Any]:
-        release.wait(10)
-        return {"probabilities": {relevance.NONE: 1.0}}
-
-    judge.script({"answers": slow})
-    try:
-        res, hits = _recall(home, repo, "vitest tests")
-    finally:
-        release.set()  # let the fake's handler thread finish before the server stops
-    assert res.items and not res.weak and hits and res.relevance == []
+    recalled_by_the_rule(home, repo, judge)
 
 
 def test_off_sends_nothing(judge: FakeSystemOne, home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

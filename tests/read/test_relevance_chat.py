@@ -6,7 +6,6 @@ the similarity rule; the default (``semif``) never sends recall to the chat mode
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from realmem.stores import ids
 from realmem.write import memories
 from realmem.write.attached import open_attached
 
-from tests.helpers.relevance import picks as _picks, recall_once as _recall, store_facts as _store
+from tests.helpers.relevance import picks as _picks, recall_once as _recall, recalled_by_the_rule, store_facts as _store
 
 
 @pytest.fixture
@@ -117,41 +116,15 @@ def test_a_503_keeps_the_similarity_rule_and_is_not_cached(fakes, home: Path, re
 
 def test_a_chat_model_slower_than_its_timeout_keeps_the_similarity_rule(fakes, home: Path, repo: Path,  # type: ignore[no-untyped-def]
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    s1, _ = fakes
-    _store(home, repo)
     monkeypatch.setenv("REALMEM_REWRITER_TIMEOUT", "0.3")
-    release = threading.Event()
-
-    def slow(state: str, question: dict[str, Any]) -> dict[str, Any]:
-        release.wait(10)
-        return {"probabilities": {relevance.NONE: 1.0}}
-
-    s1.script({"answers": slow})
-    try:
-        res, hits = _recall(home, repo, "vitest tests")
-    finally:
-        release.set()
-    assert res.items and not res.weak and hits and res.relevance == []
+    recalled_by_the_rule(home, repo, fakes[0])
 
 
 def test_recall_waits_for_the_chat_judge_no_longer_than_its_own_cap(fakes, home: Path, repo: Path,  # type: ignore[no-untyped-def]
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """rewriter.timeout (a remember's patience) stays long; the check gives up at CHAT_TIMEOUT."""
-    s1, _ = fakes
-    _store(home, repo)
     monkeypatch.setattr(relevance, "CHAT_TIMEOUT", 0.3)
-    release = threading.Event()
-
-    def slow(state: str, question: dict[str, Any]) -> dict[str, Any]:
-        release.wait(10)
-        return {"probabilities": {relevance.NONE: 1.0}}
-
-    s1.script({"answers": slow})
-    try:
-        res, hits = _recall(home, repo, "vitest tests")
-    finally:
-        release.set()
-    assert res.items and not res.weak and hits and res.relevance == []
+    recalled_by_the_rule(home, repo, fakes[0])
 
 
 def test_the_default_never_asks_the_chat_model(fakes, home: Path, repo: Path,  # type: ignore[no-untyped-def]
