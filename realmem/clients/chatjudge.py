@@ -20,6 +20,8 @@ from realmem.clients.chat import ChatModel, extract_json_object
 from realmem.clients.errors import EndpointError
 from realmem.clients.systemone import Answer, Answers, ChoiceAnswer, NoulAnswer, Question, ScoreAnswer
 
+MAX_OPTIONS = 255  # a chat model takes every option of a choice in one question: no shards
+
 # Self-reported probabilities are rounded by the model; a sum further than this from 1 means
 # the model did not give one distribution.
 SUM_TOLERANCE = 0.05

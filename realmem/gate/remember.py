@@ -48,6 +48,7 @@ from realmem.projections.urgency import TIER_SHOWN, urgency_key_of, urgency_tier
 from realmem.logs import get_logger
 from realmem.clients.chat import chat_client
 from realmem.gate.rewrite import rewrite
+from realmem.clients import chatjudge
 from realmem.clients.chatjudge import ChatJudge
 from realmem.projections import queries
 
@@ -409,8 +410,8 @@ def _ask_judge(app: Realmem, cand: Candidate, shown: list[Memory], stored: list[
     if client is None and cfg["judge.fallback"] == "chat":
         chat = chat_client(app)
         if chat.configured:
-            # One request per candidate: a chat model takes every option at once, no shards.
-            client, name, max_options = ChatJudge(chat), "chat", 255
+            # One request per candidate (chatjudge.MAX_OPTIONS: no shards).
+            client, name, max_options = ChatJudge(chat), "chat", chatjudge.MAX_OPTIONS
     if client is None:
         trace.judge = JudgeTrace(configured=False)
         if cand.user_requested:

@@ -107,8 +107,9 @@ def embed(app: Realmem, progress: Callable[[int, int], None] | None = None) -> R
 
 def retry(app: Realmem, progress: Callable[[int, int], None] | None = None) -> Result:
     outs = retry_queued(app, force=True, progress=progress)
-    return {"text": "\n".join(map(render.outcome_text, outs)) or "Nothing queued for this project.",
-            "details": {"outcomes": [{"action": o.action, "text": render.outcome_text(o)} for o in outs]}}
+    texts = [render.outcome_text(o) for o in outs]
+    return {"text": "\n".join(texts) or "Nothing queued for this project.",
+            "details": {"outcomes": [{"action": o.action, "text": t} for o, t in zip(outs, texts)]}}
 
 
 def debug(app: Realmem, *, write: bool = False, **fact: Any) -> Result:

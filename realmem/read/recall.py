@@ -219,11 +219,12 @@ def _checked(app: Realmem, query: str, found: list[Match], checks: list[dict[str
     """The first stage's matches, or, when a judge can check them (System One, or the chat judge
     with ``recall.relevance`` chat: read/relevance.py), its best candidates with the judge's
     picks as the matches and the rest weak."""
-    if not found or not relevance.enabled(app):
+    chosen = relevance.judge(app) if found else None
+    if chosen is None:
         return found
     best = sorted(found, key=lambda m: (-m.rrf, m.key))[:relevance.CANDIDATES]
     rows = _rows(app, [m.key for m in best])
-    verdict = relevance.check(app, query, [rows[m.key] for m in best if m.key in rows])
+    verdict = relevance.check(chosen, query, [rows[m.key] for m in best if m.key in rows])
     if verdict is None:
         return found  # the judge could not answer: the first stage's rule stands
     checks.append(verdict.trace)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from realmem.clients.chat import chat_client
+from realmem.clients import chatjudge
 from realmem.clients.chatjudge import ChatJudge
 from realmem.clients.errors import Error
 from realmem.clients.systemone import Question, SystemOneClient, combine_choice, continuation_lines, shard_choice
@@ -50,7 +51,6 @@ TIMEOUT = 5.0  # seconds: recall waits for System One at most this long, then ke
 # A chat model answers in seconds, not milliseconds; past this a recall keeps its own rule rather
 # than hold the agent up (a remember may wait the whole rewriter.timeout: it runs in the background).
 CHAT_TIMEOUT = 20.0
-CHAT_OPTIONS = 255  # a chat model takes every option in one question: no shards
 
 
 @attrs.frozen
@@ -72,13 +72,6 @@ class Judge:
     max_options: int
 
 
-def enabled(app: Realmem) -> bool:
-    mode = app.config["recall.relevance"]
-    if mode == "chat" and chat_client(app).configured:
-        return True
-    return bool(app.config["semif.url"]) and mode != "off"
-
-
 def judge(app: Realmem) -> Judge | None:
     """The chat judge when ``recall.relevance`` is ``chat`` and a chat model is reachable, else
     System One when ``semif.url`` is set and the check is not off, else None."""
@@ -88,7 +81,7 @@ def judge(app: Realmem) -> Judge | None:
         if chat.configured:
             # The configured names, not the resolved model: resolving asks the endpoint.
             ident = ("chat", getattr(chat, "url", type(chat).__name__), app.config["rewriter.model"])
-            return Judge(ChatJudge(chat), "chat", ident, CHAT_OPTIONS)
+            return Judge(ChatJudge(chat), "chat", ident, chatjudge.MAX_OPTIONS)
         chat.close()
     if mode == "off" or not app.config["semif.url"]:
         return None
@@ -106,15 +99,12 @@ def state(query: str, candidates: Sequence[Memory]) -> str:
     return "\n".join(lines)
 
 
-def check(app: Realmem, query: str, candidates: Sequence[Memory]) -> Verdict | None:
-    """Which of ``candidates`` (best first, at most CANDIDATES) answer ``query``; None when the
-    check is off, there is nothing to check, or the judge could not answer."""
-    if not candidates or not enabled(app):
-        return None
-
+def check(chosen: Judge, query: str, candidates: Sequence[Memory]) -> Verdict | None:
+    """Which of ``candidates`` (best first, at most CANDIDATES) ``chosen`` says answer ``query``
+    (``judge``); None when there is nothing to check or the judge could not answer."""
     candidates = list(candidates)[:CANDIDATES]
-    chosen = judge(app)
-    if chosen is None:
+    if not candidates:
+        _close(chosen)
         return None
     key = (chosen.identity, " ".join(query.split()), tuple((m.id, m.hash) for m in candidates))
     cached = _cache.get(key)
@@ -150,7 +140,7 @@ def _ask(chosen: Judge, query: str, candidates: list[Memory]) -> Verdict | None:
         _close(chosen)
     latency = round((time.perf_counter() - started) * 1000, 1)
     picked = {s for s, p in combined.probabilities.items() if s != NONE and p >= RELEVANT_P}
-    name = chosen.asker.name if chosen.kind == "chat" else f"semif:{answers.model}"
+    name = f"{chosen.kind}:{answers.model}"
     trace = {"judge": name, "question": INSTRUCTIONS, "options": list(options),
              "probabilities": {s: round(p, 4) for s, p in combined.probabilities.items()},
              "relevant": sorted(picked), "threshold": RELEVANT_P, "latency_ms": latency,
