@@ -41,6 +41,9 @@ COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's c
 COSINE_GAP = 0.2
 MARGIN = 1.0
 TYPICAL = 10
+# Relevance, to rank matches: the cosine in spreads over the weak floor plus LEXICAL_WEIGHT spreads
+# for a memory holding every word of the query (docs/recall.md "Order").
+LEXICAL_WEIGHT = 0.9
 WEAK_COVERAGE = 0.25  # a memory holding a quarter of the query's topic weight is plausible (a third
 WEAK_COVERAGE_HYBRID = 0.33  # when the vector side also searches: its weak floor finds the rest)
 WEAK_MAX = 3  # weak matches shown when nothing matches
@@ -54,7 +57,8 @@ class Match:
     key: Key
     coverage: float | None = None
     cosine: float | None = None
-    rrf: float = 0.0
+    score: float = 0.0  # this query's relevance: cosine in spreads over the weak floor, plus coverage
+    rrf: float = 0.0  # 1 / (RRF_K + rank by score): what the queries of one call add up
     weak: bool = True  # plausible but not a match: shown only when nothing matches, never a hit
 
 
@@ -179,27 +183,48 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
     best_cov = max((h.coverage for h in lex), default=0.0)
     cov_min = COVERAGE_MIN if pending is None else COVERAGE_MIN_HYBRID
     found: dict[Key, Match] = {}
-    for rank, h in enumerate(lex, 1):
+    covered = {h.key: h.coverage for h in lex}  # also below the weak coverage: it still adds to relevance
+    for h in lex:
         strong = h.coverage >= cov_min and h.coverage >= COVERAGE_REL * best_cov
         if strong or h.coverage >= weak_cov:
             m = found.setdefault(h.key, Match(h.key))
-            m.coverage, m.rrf, m.weak = h.coverage, m.rrf + 1.0 / (search.RRF_K + rank), not strong
+            m.coverage, m.weak = h.coverage, not strong
+    near: list[tuple[Key, float]] = []
+    limits = None
     if pending is not None:
         near = pending()
         c = embedder.client(app)
         limits = floor.floors(app.conn, c.url if c is not None else "", lambda t: embed(app, t)) if near else None
         if near and limits is not None:
-            for rank, (k, cos) in enumerate(near, 1):
+            for k, cos in near:
                 strong = _vector_strong(cos, near, limits)
-                if not strong and cos < limits.weak:
-                    continue
                 m = found.get(k)
                 if m is None:
+                    if not strong and cos < limits.weak:
+                        continue
                     m = found[k] = Match(k, weak=not strong)
                 else:
                     m.weak = m.weak and not strong
-                m.cosine, m.rrf = cos, m.rrf + 1.0 / (search.RRF_K + rank)
+                m.cosine = cos
+    _rank(found, covered, near, limits)
     return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
+
+
+def _rank(found: dict[Key, Match], covered: dict[Key, float], near: Sequence[tuple[Key, float]],
+          limits: floor.Floors | None) -> None:
+    """Each match's relevance (docs/recall.md "Order"), and its RRF term for this query by it.
+    Without a vector scale (no vectors, or an endpoint's unknown model whose floors are infinite
+    until the store calibrates) the lexical order stands: coverage, then BM25."""
+    ranked = list(found.values())
+    if near and limits is not None and math.isfinite(limits.strong) and math.isfinite(limits.weak):
+        unseen = min(limits.weak, near[-1][1])  # a memory past the neighbours examined lies below them
+        spread = max(limits.strong - limits.weak, 1e-3)
+        for m in ranked:
+            m.score = ((m.cosine if m.cosine is not None else unseen) - limits.weak) / spread \
+                + LEXICAL_WEIGHT * covered.get(m.key, 0.0)
+        ranked.sort(key=lambda m: -m.score)
+    for rank, m in enumerate(ranked, 1):
+        m.rrf = 1.0 / (search.RRF_K + rank)
 
 
 def _vector_strong(cos: float, near: Sequence[tuple[Key, float]], limits: floor.Floors) -> bool:

@@ -66,17 +66,17 @@ def test_eval_recall_with_the_fake_embedder() -> None:
 
 # The public set (verbatim facts of public projects, questions written blind), tune and
 # held-out splits together.  Floors sit a little under what this rule reached (docs/recall.md):
-# recall@3 local 0.83 (strong 0.55), BM25 0.59 (0.41); off-topic strong local 0.17, BM25 0.21;
-# with the perfect System One fake strong recall@3 0.93 = candidate recall@10, off-topic strong 0;
-# with the noisy one (a fixed draw keyed on the texts) 0.89 (strong 0.79) and 0.10.
-PUBLIC_FLOORS = {"local": {"recall_at_3": 0.81, "strong_recall_at_3": 0.53, "on_topic_silent_max": 0.03,
+# recall@3 local 0.85 (strong 0.55), BM25 0.59 (0.41); off-topic strong local 0.17, BM25 0.21;
+# with the perfect System One fake strong recall@3 0.94 = candidate recall@10, off-topic strong 0;
+# with the noisy one (a fixed draw keyed on the texts) 0.91 (strong 0.83) and 0.08.
+PUBLIC_FLOORS = {"local": {"recall_at_3": 0.83, "strong_recall_at_3": 0.53, "on_topic_silent_max": 0.03,
                            "off_topic_strong_max": 0.19},
                  "bm25": {"recall_at_3": 0.57, "strong_recall_at_3": 0.39, "on_topic_silent_max": 0.25,
                           "off_topic_strong_max": 0.23},
-                 "judge": {"recall_at_3": 0.91, "strong_recall_at_3": 0.91, "on_topic_silent_max": 0.03,
+                 "judge": {"recall_at_3": 0.92, "strong_recall_at_3": 0.92, "on_topic_silent_max": 0.03,
                            "off_topic_strong_max": 0.02},
-                 "judge-noisy": {"recall_at_3": 0.87, "strong_recall_at_3": 0.77, "on_topic_silent_max": 0.03,
-                                 "off_topic_strong_max": 0.12}}
+                 "judge-noisy": {"recall_at_3": 0.89, "strong_recall_at_3": 0.81, "on_topic_silent_max": 0.03,
+                                 "off_topic_strong_max": 0.10}}
 
 
 def test_the_public_set_holds_sources_and_both_splits() -> None:

@@ -248,3 +248,35 @@ def test_recall_and_list_pages_say_page_x_of_y_and_never_repeat_page_one(home: P
         base = ["--home", str(home), "--cwd", str(tmp_path)]
         out = runner.invoke(cli, [*base, "list", "--page", "9"])
         assert "There is no page 9" in out.output
+
+
+# --- relevance: cosine in spreads plus coverage -----------------------------------------------
+
+
+def test_relevance_adds_coverage_to_the_cosine_measured_in_spreads() -> None:
+    """A paraphrase (near, no shared word) outranks a memory that only shares the words; a memory
+    both near and covering outranks both; the ranking, not RRF of two lists, sets each RRF term."""
+    limits = floor.Floors(strong=0.8, weak=0.7)  # spread 0.1
+    k = lambda i: recall.Key("s", i)  # noqa: E731
+    found = {k(n): recall.Match(k(n)) for n in ("near", "words", "both", "far")}
+    near = [(k("near"), 0.85), (k("both"), 0.80), (k("words"), 0.72), (k("x"), 0.71)]
+    covered = {k("words"): 1.0, k("both"): 0.5, k("far"): 0.2}
+    for key, cos in near[:3]:
+        found[key].cosine = cos
+    recall._rank(found, covered, near, limits)
+    scores = {m.key[1]: round(m.score, 6) for m in found.values()}
+    # (cos - weak) / spread + LEXICAL_WEIGHT * coverage; "far" is past the neighbours: the weak
+    # floor or the lowest neighbour's cosine, whichever is lower
+    assert scores == {"near": 1.5, "both": round(1.0 + recall.LEXICAL_WEIGHT * 0.5, 6),
+                      "words": round(0.2 + recall.LEXICAL_WEIGHT, 6), "far": round(recall.LEXICAL_WEIGHT * 0.2, 6)}
+    order = sorted(found.values(), key=lambda m: -m.rrf)
+    assert [m.key[1] for m in order] == ["near", "both", "words", "far"]
+    assert order[0].rrf == 1.0 / (search.RRF_K + 1)
+
+
+@pytest.mark.parametrize("limits", [None, floor.Floors(math.inf, math.inf)])
+def test_without_a_vector_scale_the_lexical_order_stands(limits: floor.Floors | None) -> None:
+    k = lambda i: recall.Key("s", i)  # noqa: E731
+    found = {k(n): recall.Match(k(n)) for n in ("first", "second")}  # in the lexical order
+    recall._rank(found, {k("first"): 0.9, k("second"): 0.5}, [(k("second"), 0.99)], limits)
+    assert [m.key[1] for m in sorted(found.values(), key=lambda m: -m.rrf)] == ["first", "second"]
