@@ -183,7 +183,7 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
     best_cov = max((h.coverage for h in lex), default=0.0)
     cov_min = COVERAGE_MIN if pending is None else COVERAGE_MIN_HYBRID
     found: dict[Key, Match] = {}
-    covered = {h.key: h.coverage for h in lex}  # also below the weak coverage: it still adds to relevance
+    covered = {h.key: h.coverage for h in lex}  # also under the weak coverage: it still adds to relevance
     for h in lex:
         strong = h.coverage >= cov_min and h.coverage >= COVERAGE_REL * best_cov
         if strong or h.coverage >= weak_cov:
@@ -202,16 +202,15 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
                 if m is None:
                     if not strong and cos < limits.weak:
                         continue
-                    m = found[k] = Match(k, weak=not strong)
+                    m = found[k] = Match(k, coverage=covered.get(k), weak=not strong)
                 else:
                     m.weak = m.weak and not strong
                 m.cosine = cos
-    _rank(found, covered, near, limits)
+    _rank(found, near, limits)
     return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
 
 
-def _rank(found: dict[Key, Match], covered: dict[Key, float], near: Sequence[tuple[Key, float]],
-          limits: floor.Floors | None) -> None:
+def _rank(found: dict[Key, Match], near: Sequence[tuple[Key, float]], limits: floor.Floors | None) -> None:
     """Each match's relevance (docs/recall.md "Order"), and its RRF term for this query by it.
     Without a vector scale (no vectors, or an endpoint's unknown model whose floors are infinite
     until the store calibrates) the lexical order stands: coverage, then BM25."""
@@ -221,7 +220,7 @@ def _rank(found: dict[Key, Match], covered: dict[Key, float], near: Sequence[tup
         spread = max(limits.strong - limits.weak, 1e-3)
         for m in ranked:
             m.score = ((m.cosine if m.cosine is not None else unseen) - limits.weak) / spread \
-                + LEXICAL_WEIGHT * covered.get(m.key, 0.0)
+                + LEXICAL_WEIGHT * (m.coverage or 0.0)
         ranked.sort(key=lambda m: -m.score)
     for rank, m in enumerate(ranked, 1):
         m.rrf = 1.0 / (search.RRF_K + rank)

@@ -260,10 +260,11 @@ def test_relevance_adds_coverage_to_the_cosine_measured_in_spreads() -> None:
     k = lambda i: recall.Key("s", i)  # noqa: E731
     found = {k(n): recall.Match(k(n)) for n in ("near", "words", "both", "far")}
     near = [(k("near"), 0.85), (k("both"), 0.80), (k("words"), 0.72), (k("x"), 0.71)]
-    covered = {k("words"): 1.0, k("both"): 0.5, k("far"): 0.2}
     for key, cos in near[:3]:
         found[key].cosine = cos
-    recall._rank(found, covered, near, limits)
+    for key, cov in {k("words"): 1.0, k("both"): 0.5, k("far"): 0.2}.items():
+        found[key].coverage = cov
+    recall._rank(found, near, limits)
     scores = {m.key[1]: round(m.score, 6) for m in found.values()}
     # (cos - weak) / spread + LEXICAL_WEIGHT * coverage; "far" is past the neighbours: the weak
     # floor or the lowest neighbour's cosine, whichever is lower
@@ -277,6 +278,6 @@ def test_relevance_adds_coverage_to_the_cosine_measured_in_spreads() -> None:
 @pytest.mark.parametrize("limits", [None, floor.Floors(math.inf, math.inf)])
 def test_without_a_vector_scale_the_lexical_order_stands(limits: floor.Floors | None) -> None:
     k = lambda i: recall.Key("s", i)  # noqa: E731
-    found = {k(n): recall.Match(k(n)) for n in ("first", "second")}  # in the lexical order
-    recall._rank(found, {k("first"): 0.9, k("second"): 0.5}, [(k("second"), 0.99)], limits)
+    found = {k(n): recall.Match(k(n), coverage=c) for n, c in (("first", 0.9), ("second", 0.5))}  # lexical order
+    recall._rank(found, [(k("second"), 0.99)], limits)
     assert [m.key[1] for m in sorted(found.values(), key=lambda m: -m.rrf)] == ["first", "second"]
