@@ -69,6 +69,7 @@ class LocalEmbedder:
         self.url = "local:" + "+".join(p.package for p, _ in self.parts)
         self._engines: dict[str, Any] = {}
         self._lock = threading.Lock()  # the C engine keeps one scratch state per model
+        self._fingerprint: str | None = None
 
     @property
     def dimensions(self) -> int:
@@ -79,12 +80,17 @@ class LocalEmbedder:
 
     def fingerprint(self) -> str:
         """The space: packages, their versions, model, dimensions and shares (a new version
-        re-embeds).  One part alone keeps the identity its stores were first embedded under."""
+        re-embeds).  One part alone keeps the identity its stores were first embedded under.
+        Read once: the package metadata costs milliseconds a query, and a process keeps the
+        model it loaded even if a newer version is installed meanwhile."""
+        if self._fingerprint is not None:
+            return self._fingerprint
         versions = "+".join(version(p.distribution) for p, _ in self.parts)
         identity = f"{self.url}\n{versions}\n{self.model}\n{self.dimensions}"
         if len(self.parts) > 1:
             identity += "".join(f"\n{share}" for _, share in self.parts)
-        return hashlib.sha256(identity.encode("utf-8")).hexdigest()
+        self._fingerprint = hashlib.sha256(identity.encode("utf-8")).hexdigest()
+        return self._fingerprint
 
     def embed_query(self, text: str) -> list[float]:
         return self._encode([text], query=True)[0]
