@@ -441,7 +441,11 @@ def test_after_a_replay_an_open_records_the_large_stores_stamp_once_and_then_ski
 BENCH_ROWS = {"status cold p50", "first prompt wait", "observe", "recall over rpc, hits counted, p50",
               "recall over rpc, hits counted, p95", "store open p95", "remember gate overhead p95", "rpc child peak RSS",
               "worker peak RSS", "path-note hook over rpc p95", "Claude Code hook p95", "MCP recall over stdio p95",
-              "recall in process p95", "replay", "first replay (tokenizes every fact)", "rpc child ready"}
+              "recall in process p95", "replay", "first replay (tokenizes every fact)", "rpc child ready",
+              "path notes with a freshness flag", "recall over rpc, local embedder, p50",
+              "recall over rpc, local embedder, p95", "recall over rpc, local + System One check (fake), p95",
+              "recall over rpc, local + chat check (fake), p95", "chat check: tokens per recall (fake's count)",
+              "local embedder: 1,000 facts embedded", "rpc child peak RSS, model loaded"}
 
 
 def test_bench_quick_reports_every_row(tmp_path):
