@@ -274,13 +274,13 @@ class _SizeBench:
             return
         out = self.out
         self.say("path notes and recall over a real rpc child…")
-        notes, recalls, ready, rss = _bench_rpc(self.home, self.root, self.rng,
-                                                self.iters if self.want("path_notes") else 0, self.queries)
+        notes, recalls, ready, rss, trip = _bench_rpc(self.home, self.root, self.rng,
+                                                      self.iters if self.want("path_notes") else 0, self.queries)
         if self.want("path_notes"):
             out["path_notes_rpc"] = notes
         if self.want("recall"):
-            out["recall_rpc"], out["rpc_ready"], out["rss_rpc_mb"] = recalls, ready, rss
-            out["recall_rpc_ratio"] = {k: round(out["recall_rpc"][k] / max(out["raw_fts5"][k], 1e-6), 2)
+            out["recall_rpc"], out["rpc_ready"], out["rss_rpc_mb"], out["rpc_round_trip"] = recalls, ready, rss, trip
+            out["recall_rpc_ratio"] = {k: round(out["recall_rpc"][k] / max(_floor(out, k), 1e-6), 2)
                                        for k in ("p50_ms", "p95_ms")}
 
     def _processes(self) -> None:
@@ -388,11 +388,12 @@ def _bench_raw_fts(app: Realmem, queries: list[str]) -> dict[str, Any]:
     return _stats(samples)
 
 
-def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
-               queries: list[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
+def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int, queries: list[str]
+               ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``iters`` path notes, then recall of ``queries`` exactly as the agent calls it (hits
     counted, so each call also appends its RecallHit event), over one real rpc child; None for
-    a part given nothing to do."""
+    a part given nothing to do.  Last, the child's bare round trip (``hello``), as many times
+    as there are queries: the part of recall's floor that is the protocol's."""
     cmd = [sys.executable, "-m", "realmem.interface.cli", "--home", str(home), "rpc"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -430,12 +431,18 @@ def _bench_rpc(home: Path, root: Path, rng: random.Random, iters: int,
             recalls.append(time.perf_counter() - t)
             if "result" not in r:
                 raise RuntimeError(f"rpc recall failed: {r.get('error')}")
+        trips = []
+        for i in range(len(queries)):
+            t = time.perf_counter()
+            call(20_000 + i, "hello", {})
+            trips.append(time.perf_counter() - t)
     finally:
         seen = _vm_hwm_mb(proc.pid)  # before stdin closes: the peak is reached while serving
         proc.stdin.close()
         rss = _peak_rss_mb(proc, seen)
     notes = _stats(samples) | {"flagged_notes": flagged} if samples else None
-    return notes, _stats(recalls) if recalls else None, {"ms": round(ready * 1000, 1)}, {"mb": rss}
+    return (notes, _stats(recalls) if recalls else None, {"ms": round(ready * 1000, 1)}, {"mb": rss},
+            _stats(trips) if trips else {})
 
 
 def _bench_hook(home: Path, root: Path, rng: random.Random, iters: int) -> dict[str, Any]:
@@ -747,11 +754,16 @@ class _Rows:
         """Recall over rpc against its floor, store open, the gate, and the local embedder."""
         row = self.row
         rr, raw = r.get("recall_rpc"), r.get("raw_fts5")
+        # The ratio budgets hold from 10k memories (DESIGN.md section 6): below, the floor is a
+        # fraction of a millisecond and recall's fixed costs (a few queries, the hit) are reported.
+        budgeted = n >= RATIO_FROM
         if rr and raw:
             for p in ("p50", "p95"):
-                f = raw[f"{p}_ms"]
-                row(n, f"recall over rpc, hits counted, {p}", rr[f"{p}_ms"], "ms", round(RECALL_RATIO * f, 3), floor=f,
-                    floor_what=f"raw FTS5 MATCH bm25 top 10 {p}", target_text="<= 3x floor")
+                f = _floor(r, f"{p}_ms")
+                row(n, f"recall over rpc, hits counted, {p}", rr[f"{p}_ms"], "ms",
+                    round(RECALL_RATIO * f, 3) if budgeted else None, floor=f,
+                    floor_what=f"rpc round trip + raw FTS5 MATCH bm25 top 10 {p}",
+                    target_text="<= 3x floor" if budgeted else "(reported; budget from 10k)")
         so = r.get("store_open")
         if so:
             row(n, "store open p95", so["p95_ms"], "ms", 250.0, target_text="<= 250 ms")
@@ -762,10 +774,12 @@ class _Rows:
         lo = r.get("local")
         if lo and raw:
             for p in ("p50", "p95"):
-                f = RECALL_RATIO * raw[f"{p}_ms"] + lo["query_embed"][f"{p}_ms"]
-                row(n, f"recall over rpc, local embedder, {p}", lo["recall_rpc"][f"{p}_ms"], "ms", round(f, 3),
-                    floor=lo["query_embed"][f"{p}_ms"], floor_what=f"the query's own embedding {p}",
-                    target_text="<= 3x raw FTS5 + embedding")
+                f = RECALL_RATIO * _floor(r, f"{p}_ms") + lo["query_embed"][f"{p}_ms"]
+                row(n, f"recall over rpc, local embedder, {p}", lo["recall_rpc"][f"{p}_ms"], "ms",
+                    round(f, 3) if budgeted else None, floor=lo["query_embed"][f"{p}_ms"],
+                    floor_what=f"the query's own embedding {p}",
+                    target_text="<= 3x (round trip + raw FTS5) + embedding" if budgeted
+                    else "(reported; budget from 10k)")
             if "recall_rpc_checked" in lo:
                 row(n, "recall over rpc, local + System One check (fake), p95", lo["recall_rpc_checked"]["p95_ms"],
                     "ms", None, target_text="(reported)")
@@ -833,8 +847,15 @@ class _Rows:
 # <= 50 ms or 80 ms at 100k, replay >= 20k events/s, rpc ready <= 500 ms, RSS <= 150 MB).
 # Absolute times vary between machines, so where a floor exists (raw FTS5, `python -c pass`)
 # it is measured in the same run and the ratio printed.
+def _floor(r: dict[str, Any], key: str) -> float:
+    """Recall's floor (DESIGN.md section 6): the rpc child's bare round trip plus a raw FTS5
+    MATCH on the same texts, in the same run."""
+    return r["raw_fts5"][key] + r.get("rpc_round_trip", {}).get(key, 0.0)
+
+
 BUDGETS = {"path_notes_rpc": 10.0, "recall": 25.0, "gate": 50.0, "store_open": 200.0, "claude_hook": 50.0}
-RECALL_RATIO = 3.0  # recall over rpc, hits counted, against raw FTS5 in the same run
+RECALL_RATIO = 3.0  # recall over rpc, hits counted, against its floor (``_floor``) in the same run
+RATIO_FROM = 10_000  # memories from which that ratio is a budget
 
 
 def budget(name: str, n: int) -> float | None:
