@@ -549,6 +549,7 @@ def _rename_space(app: Realmem, old: str | None, new: str | None) -> None:
     with db.transaction(app.conn):
         app.conn.execute("UPDATE embeddings SET fingerprint=? WHERE fingerprint=?", (new, old))
         index.meta_set(app.conn, "vec.fingerprint", new)
+        index.touch_vectors(app.conn)
 
 
 def _bench_status(home: Path, root: Path, runs: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import secrets
 import struct
 from collections.abc import Iterator
 
@@ -119,6 +120,12 @@ def meta_set(conn: apsw.Connection, key: str, value: str | None) -> None:
                      (key, value))
 
 
+def touch_vectors(conn: apsw.Connection) -> None:
+    """Stamp a change of the active space's vectors, for copies of them kept in memory
+    (``read/vectors.py``): a random stamp, so a rolled-back change leaves none a copy has seen."""
+    meta_set(conn, "vec.generation", secrets.token_hex(8))
+
+
 def vec_dims(conn: apsw.Connection) -> int:
     v = meta_get(conn, "vec.dims")
     return int(v) if v else 0
@@ -170,6 +177,7 @@ def cache_put(conn: apsw.Connection, content_hash: str, fingerprint: str, vector
         if has_binary(conn):
             conn.execute(f"DELETE FROM {BIN_TABLE} WHERE rowid=?", (rowid,))
             conn.execute(f"INSERT INTO {BIN_TABLE}(rowid, embedding) VALUES (?, vec_quantize_binary(?))", (rowid, blob))
+        touch_vectors(conn)
 
 
 def cache_get(conn: apsw.Connection, content_hash: str, fingerprint: str) -> bytes | None:
@@ -189,6 +197,7 @@ def rebuild_vectors(conn: apsw.Connection) -> int:
         conn.execute(f"DELETE FROM {BIN_TABLE}")
         conn.execute(f"INSERT INTO {BIN_TABLE}(rowid, embedding) SELECT rowid, vec_quantize_binary(vector) "
                      "FROM embeddings WHERE fingerprint = ? AND dims = ?", args)
+    touch_vectors(conn)
     return conn.execute(f"SELECT count(*) FROM {VEC_TABLE}").fetchone()[0]
 
 
@@ -206,6 +215,8 @@ def prune_embeddings(conn: apsw.Connection) -> int:
     if has_binary(conn):
         conn.executemany(f"DELETE FROM {BIN_TABLE} WHERE rowid=?", [(r,) for r in stale])
     conn.executemany("DELETE FROM embeddings WHERE rowid=?", [(r,) for r in stale])
+    if stale and vec_dims(conn):
+        touch_vectors(conn)
     return len(stale)
 
 

@@ -18,6 +18,7 @@ import apsw
 from realmem.events.types import Key
 from realmem.projections import index
 from realmem.projections.tokenize import fts_match, query_units
+from realmem.read import vectors
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -293,7 +294,8 @@ KNN_MAX = 4096  # the largest k the KNN asks vec0 for
 def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit: int) -> list[tuple[Key, float]]:
     """Nearest memories by cosine similarity (empty when no vector index exists).
 
-    Small spaces scan the float index exactly.  Large ones take a shortlist by hamming
+    Small spaces are scanned exactly: by one matrix product over the process's copy of the
+    vectors (``read/vectors.py``), or by vec0 when there is none.  Large ones take a shortlist by hamming
     distance from the sign-quantized index (much cheaper at the same k), then
     re-rank that oversampled shortlist exactly by cosine from the cached float vectors."""
     dims = index.vec_dims(conn)
@@ -323,9 +325,12 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     # vec0's cost grows with k, so the shortlist grows only when other projects' or
     # quarantined memories (or cached vectors of edited ones) left it short.  CROSS JOIN
     # keeps vec0's shortlist the outer loop (as in _top).
+    held = None if binary else vectors.copy(conn, size)
     while True:
         k = min(KNN_MAX, k)
-        if binary:
+        if held is not None:
+            rows = _memories_of(conn, vectors.nearest(held, vector, k), where, args, limit)
+        elif binary:
             shortlist = json.dumps(_hamming_shortlist(conn, blob, k, dims))
             rows = conn.execute(rerank, (blob, shortlist, limit + SLACK - 1, *args, limit)).fetchall()
             if len(rows) < limit:
@@ -336,6 +341,17 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
             break
         k *= 4
     return [((s, i), 1.0 - dist) for s, i, dist in rows if dist is not None and math.isfinite(dist)]
+
+
+def _memories_of(conn: apsw.Connection, near: list[tuple[int, float]], where: str, args: list[str],
+                 limit: int) -> list[tuple[str, str, float]]:
+    """(store, id, cosine distance) of the memories in ``stores`` whose vectors are ``near``
+    (embedding rowid, cosine), nearest first as the vec0 path orders them."""
+    cos = dict(near)
+    rows = conn.execute(f"SELECT m.store, m.id, e.rowid FROM json_each(?) b CROSS JOIN embeddings e "
+                        f"ON e.rowid = b.value CROSS JOIN memories m ON m.hash = e.hash WHERE {where}",
+                        (json.dumps([r for r, _ in near]), *args)).fetchall()
+    return sorted(((s, i, 1.0 - cos[r]) for s, i, r in rows), key=lambda t: (t[2], t[0], t[1]))[:limit]
 
 
 PROBE_K = 16  # the first, cheap look at how near the query's nearest vectors are

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from realmem.read import search
+from realmem.read import search, vectors as copies
 from realmem.storage import db
 from realmem.write import memories
 from realmem.app import Realmem
@@ -46,7 +46,20 @@ def store(home: Path, repo: Path) -> tuple[Realmem, dict[tuple[str, str], list[f
     app.close()
 
 
-def test_exact_knn_orders_by_cosine(store) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["vec0", "copy"])
+def exact(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both exact scans: vec0's, and the matrix product over the process's copy."""
+    monkeypatch.setattr(copies, "MIN_VECTORS", 1 if request.param == "copy" else 10**9)
+    monkeypatch.setattr(copies, "_copies", {})
+    return str(request.param)
+
+
+def _copied(app: Realmem, exact: str) -> None:
+    """The copy path really served the search (or really did not)."""
+    assert (app.conn.filename in copies._copies) == (exact == "copy")
+
+
+def test_exact_knn_orders_by_cosine(store, exact: str) -> None:  # type: ignore[no-untyped-def]
     app, vectors = store
     q = _unit(random.Random(1))
     got = search.knn(app.conn, q, app.visible_stores(), 10)
@@ -54,6 +67,7 @@ def test_exact_knn_orders_by_cosine(store) -> None:  # type: ignore[no-untyped-d
     assert [k for k, _ in got] == expected
     for key, sim in got:
         assert sim == pytest.approx(_cos(q, vectors[key]), abs=1e-4)
+    _copied(app, exact)
 
 
 def test_binary_prefilter_reranks_exactly(store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -75,7 +89,7 @@ def test_binary_prefilter_reranks_exactly(store, monkeypatch: pytest.MonkeyPatch
     assert sum(overlaps) / len(overlaps) >= 0.6
 
 
-def test_edited_memory_is_found_by_its_new_vector_only(store) -> None:  # type: ignore[no-untyped-def]
+def test_edited_memory_is_found_by_its_new_vector_only(store, exact: str) -> None:  # type: ignore[no-untyped-def]
     app, vectors = store
     key = next(iter(vectors))
     old = vectors[key]
@@ -88,9 +102,34 @@ def test_edited_memory_is_found_by_its_new_vector_only(store) -> None:  # type: 
     with db.transaction(app.conn):
         assert index.prune_embeddings(app.conn) == 1  # the edited memory's old vector
     assert index.rebuild_vectors(app.conn) == 300
+    _copied(app, exact)
 
 
-def test_changing_the_space_clears_cache_and_index(store) -> None:  # type: ignore[no-untyped-def]
+def test_the_copy_follows_other_connections_and_forgets_rolled_back_writes(store, exact: str) -> None:  # type: ignore[no-untyped-def]
+    app, vectors = store
+    key = next(iter(vectors))
+    m = memories.edit(app, key, content="edited elsewhere")
+    near = search.knn(app.conn, vectors[key], app.visible_stores(), 1)[0][0]
+    assert near != key
+    new = _unit(random.Random(5))
+    other = db.connect(app.conn.filename)  # another process's write, as the worker embeds
+    try:
+        with db.transaction(other):
+            index.cache_put(other, m.hash, "test-space", new)
+    finally:
+        other.close()
+    assert search.knn(app.conn, new, app.visible_stores(), 1)[0][0] == key
+    ghost = _unit(random.Random(6))
+    with pytest.raises(RuntimeError), db.transaction(app.conn):
+        index.cache_put(app.conn, m.hash, "test-space", ghost)
+        assert search.knn(app.conn, ghost, app.visible_stores(), 1)[0][0] == key  # seen inside it
+        raise RuntimeError("roll back")
+    got = search.knn(app.conn, new, app.visible_stores(), 1)[0]
+    assert got[0] == key and got[1] == pytest.approx(1.0, abs=1e-4)  # the committed vector again
+    _copied(app, exact)
+
+
+def test_changing_the_space_clears_cache_and_index(store, exact: str) -> None:  # type: ignore[no-untyped-def]
     app, _ = store
     with db.transaction(app.conn):
         assert index.set_space(app.conn, "other-space", 32)

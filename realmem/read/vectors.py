@@ -1,0 +1,86 @@
+"""An in-process copy of the active space's vectors, for exact KNN by one matrix product.
+
+vec0's exact scan of 10k 896-dimension vectors costs 20-30 ms a query on these machines; the
+same scan as a numpy matrix-vector product costs about 1 ms.  The copy is read once per
+process and again only when the vectors change: every write to the vector index stamps a new
+random ``vec.generation`` in the index's meta table (``index.touch_vectors``), in the writer's
+transaction, so a reader sees the stamp that goes with the vectors its snapshot holds, and a
+rolled-back write leaves a stamp no copy can have kept.  A reload costs a read of every vector
+(about 40 ms at 10k), once per change.  Spaces past ``MAX_BYTES`` stay in
+vec0 (the rpc child's memory budget holds the model too).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import apsw
+import attrs
+
+from realmem.projections import index
+from realmem.storage import db
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MAX_BYTES = 48 * 1024 * 1024  # about 13k vectors of 896 float32 dimensions
+MIN_VECTORS = 2_000  # below, vec0's scan costs a few ms: not worth numpy's import and a copy
+
+
+@attrs.frozen
+class Copy:
+    generation: str
+    rowids: np.ndarray   # int64, one per row
+    unit: np.ndarray     # float32 rows of norm 1; a zero vector stays zero
+    valid: np.ndarray    # bool: rows that have a direction (cosine is undefined for zero)
+
+
+_copies: dict[str, Copy] = {}
+_lock = threading.Lock()
+
+
+def copy(conn: apsw.Connection, size: int) -> Copy | None:
+    """The active space's vectors as the snapshot of ``conn`` holds them; None when there are
+    none, or too many to keep in memory (``size`` vectors of ``vec_dims`` each)."""
+    dims = index.vec_dims(conn)
+    if not dims or size < MIN_VECTORS or size * dims * 4 > MAX_BYTES:
+        return None
+    with _lock, db.transaction(conn, immediate=False):  # one snapshot; one thread loads at a time
+        generation = index.meta_get(conn, "vec.generation")
+        if generation is None:
+            return None  # written before the stamps: vec0 serves it until a change stamps one
+        held = _copies.get(conn.filename)
+        if held is None or held.generation != generation:
+            _copies.pop(conn.filename, None)  # the old copy's memory first: the peak is one copy
+            held = _copies[conn.filename] = _load(conn, generation, dims)
+        return held
+
+
+def _load(conn: apsw.Connection, generation: str, dims: int) -> Copy:
+    import numpy as np  # only a process that searches a large space needs it (start-up)
+    args = (index.active_fingerprint(conn), dims)
+    (n,) = conn.execute("SELECT count(*) FROM embeddings WHERE fingerprint = ? AND dims = ?", args).fetchone()
+    rowids, unit = np.empty(n, dtype=np.int64), np.empty((n, dims), dtype=np.float32)
+    for i, (rowid, blob) in enumerate(conn.execute(
+            "SELECT rowid, vector FROM embeddings WHERE fingerprint = ? AND dims = ?", args)):
+        rowids[i], unit[i] = rowid, np.frombuffer(blob, dtype=np.float32)
+    norms = np.linalg.norm(unit, axis=1)
+    valid = np.isfinite(norms) & (norms > 0)
+    unit /= np.where(valid, norms, 1.0)[:, None]
+    unit[~valid] = 0.0
+    return Copy(generation, rowids, unit, valid)
+
+
+def nearest(c: Copy, vector: list[float], k: int) -> list[tuple[int, float]]:
+    """The ``k`` rows most similar to ``vector`` by cosine: (embedding rowid, cosine), best first."""
+    import numpy as np
+    q = np.asarray(vector, dtype=np.float32)
+    q = q / np.linalg.norm(q)
+    sims = np.where(c.valid, c.unit @ q, -np.inf)
+    k = min(k, int(c.valid.sum()))
+    if k <= 0:
+        return []
+    top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
+    top = top[np.argsort(-sims[top], kind="stable")]
+    return [(int(c.rowids[i]), float(sims[i])) for i in top]
