@@ -41,7 +41,7 @@ class Floors:
     weak: float
 
 
-_cache: dict[tuple[str, str], tuple[int, Floors]] = {}
+_cache: dict[tuple[str, str], tuple[int, Floors, str | None]] = {}  # size, floors, vector stamp
 
 
 def floors(conn: apsw.Connection, space: str, embed_query: Callable[[str], list[float] | None]) -> Floors | None:
@@ -51,13 +51,18 @@ def floors(conn: apsw.Connection, space: str, embed_query: Callable[[str], list[
     fp, dims = index.active_fingerprint(conn), index.vec_dims(conn)
     if not fp or not dims:
         return None
-    size = queries.space_size(conn, fp)
     key = (conn.filename, fp)
     cached = _cache.get(key)
+    # Unchanged vectors (the stamp every vector write leaves) need no count of the space.
+    stamp = index.meta_get(conn, "vec.generation")
+    if cached is not None and stamp is not None and cached[2] == stamp:
+        return cached[1]
+    size = queries.space_size(conn, fp)
     if cached is not None and size <= cached[0] * 1.1 + 2:
+        _cache[key] = (cached[0], cached[1], stamp)
         return cached[1]
     found = _calibrate(conn, space, embed_query, fp, dims, size)
-    _cache[key] = (size, found)
+    _cache[key] = (size, found, stamp)
     return found
 
 
