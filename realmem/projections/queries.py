@@ -422,3 +422,11 @@ def caption_vectors(conn: apsw.Connection, fingerprint: str, dims: int, step: in
 def space_size(conn: apsw.Connection, fingerprint: str) -> int:
     """Vectors cached in one embedding space."""
     return conn.execute("SELECT count(*) FROM embeddings WHERE fingerprint = ?", (fingerprint,)).fetchone()[0]
+
+
+def space_vectors(conn: apsw.Connection, fingerprint: str, dims: int) -> tuple[int, Iterator[tuple[int, bytes]]]:
+    """How many vectors of ``dims`` one space caches, and (rowid, vector) of each: the copy
+    exact KNN scans (read/vectors.py) is filled from them without holding them all twice."""
+    args = (fingerprint, dims)
+    (n,) = conn.execute("SELECT count(*) FROM embeddings WHERE fingerprint = ? AND dims = ?", args).fetchone()
+    return n, iter(conn.execute("SELECT rowid, vector FROM embeddings WHERE fingerprint = ? AND dims = ?", args))

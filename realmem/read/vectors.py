@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import apsw
 import attrs
 
-from realmem.projections import index
+from realmem.projections import index, queries
 from realmem.storage import db
 
 if TYPE_CHECKING:
@@ -59,11 +59,9 @@ def copy(conn: apsw.Connection, size: int) -> Copy | None:
 
 def _load(conn: apsw.Connection, generation: str, dims: int) -> Copy:
     import numpy as np  # only a process that searches a large space needs it (start-up)
-    args = (index.active_fingerprint(conn), dims)
-    (n,) = conn.execute("SELECT count(*) FROM embeddings WHERE fingerprint = ? AND dims = ?", args).fetchone()
+    n, rows = queries.space_vectors(conn, index.active_fingerprint(conn) or "", dims)
     rowids, unit = np.empty(n, dtype=np.int64), np.empty((n, dims), dtype=np.float32)
-    for i, (rowid, blob) in enumerate(conn.execute(
-            "SELECT rowid, vector FROM embeddings WHERE fingerprint = ? AND dims = ?", args)):
+    for i, (rowid, blob) in enumerate(rows):
         rowids[i], unit[i] = rowid, np.frombuffer(blob, dtype=np.float32)
     norms = np.linalg.norm(unit, axis=1)
     valid = np.isfinite(norms) & (norms > 0)
