@@ -23,7 +23,7 @@ from realmem.stores import frames, paths
 from realmem.app import Realmem, RealmemError
 from realmem.events import types as ev
 from realmem.events.types import Key
-from realmem.projections import tables
+from realmem.projections import index, tables
 from realmem.projections.state import Memory
 from realmem.projections.tables import MEMORY_COLS, memory_from_row
 from realmem.projections.tokenize import query_units
@@ -176,16 +176,21 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
     the strong matches, then the plausible ones (``weak``) that fail the rule."""
     if not any(topical for _, _, topical in query_units(query)):
         return []  # nothing to search for: a vector of punctuation is close to nothing in particular
+    # The lexical search needs no vector: it runs on a second connection while the query is
+    # embedded (the encoder's matrix products and SQLite both release the GIL), at the coverage
+    # the hybrid rule asks for.  Without a vector after all, it runs again at the BM25 rule's.
+    hybrid_cov = min(COVERAGE_MIN_HYBRID, WEAK_COVERAGE_HYBRID)
+    early = search.beside(app.reader, search.lexical, query, stores, CANDIDATES, hybrid_cov) \
+        if _vector_expected(app, embed) else None
     vec = embed(app, query)
-    pending = None
-    if search.usable(vec):
-        assert vec is not None
-        # In a large space the KNN runs on another connection while the lexical search runs here.
-        pending = search.knn_beside(app.conn, app.reader, vec, stores, NEIGHBOURS)
-    cov_min = COVERAGE_MIN if pending is None else COVERAGE_MIN_HYBRID
-    weak_cov = math.inf if pending is None else WEAK_COVERAGE_HYBRID
-    lex = sorted(search.lexical(app.conn, query, stores, CANDIDATES, min(cov_min, weak_cov)),
-                 key=lambda h: (-h.coverage, h.bm25))
+    hybrid = search.usable(vec)
+    near = search.knn(app.conn, vec, stores, NEIGHBOURS) if hybrid and vec is not None else []
+    cov_min = COVERAGE_MIN_HYBRID if hybrid else COVERAGE_MIN
+    weak_cov = WEAK_COVERAGE_HYBRID if hybrid else math.inf
+    lex = early() if early is not None else None  # waited for even when unused: its connection is the app's
+    if lex is None or not hybrid:
+        lex = search.lexical(app.conn, query, stores, CANDIDATES, min(cov_min, weak_cov))
+    lex.sort(key=lambda h: (-h.coverage, h.bm25))
     best_cov = max((h.coverage for h in lex), default=0.0)
     found: dict[Key, Match] = {}
     covered = {h.key: h.coverage for h in lex}  # also under the weak coverage: it still adds to relevance
@@ -194,12 +199,10 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
         if strong or h.coverage >= weak_cov:
             m = found.setdefault(h.key, Match(h.key))
             m.coverage, m.weak = h.coverage, not strong
-    near: list[tuple[Key, float]] = []
     limits = None
-    if pending is None:
+    if not hybrid:
         _closest(app, query, stores, found)
     else:
-        near = pending()
         c = embedder.client(app)
         limits = floor.floors(app.conn, c.url if c is not None else "", lambda t: embed(app, t)) if near else None
         if near and limits is not None:
@@ -215,6 +218,12 @@ def matches(app: Realmem, query: str, stores: Sequence[str],
                 m.cosine = cos
     _rank(found, near, limits)
     return sorted(found.values(), key=lambda m: (m.weak, -m.rrf, m.key))
+
+
+def _vector_expected(app: Realmem, embed: Callable[[Realmem, str], list[float] | None]) -> bool:
+    """The query will likely be embedded: the space holds vectors, and an embedder is
+    configured (or the caller brings its own, as the benchmark and the evaluation do)."""
+    return bool(index.vec_dims(app.conn)) and (embed is not embedder.embed_query or embedder.client(app) is not None)
 
 
 def _closest(app: Realmem, query: str, stores: Sequence[str], found: dict[Key, Match]) -> None:

@@ -10,7 +10,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import apsw
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 RRF_K = 60
+T = TypeVar("T")
 
 
 @attrs.define
@@ -133,10 +134,20 @@ def knn_beside(conn: apsw.Connection, reader: Callable[[], apsw.Connection | Non
     """``knn``, already running on the connection ``reader()`` gives when the space holds
     ``PARALLEL_KNN`` vectors or more (so the caller's own search runs meanwhile); call the
     result for the list.  Without that connection it runs on ``conn``, when called."""
-    other = reader() if reader is not None and _vectors(conn) >= PARALLEL_KNN else None
-    if other is not None:
-        return _pool().submit(knn, other, vector, stores, limit).result
-    return lambda: knn(conn, vector, stores, limit)
+    running = beside(reader, knn, vector, stores, limit) if _vectors(conn) >= PARALLEL_KNN else None
+    return running or (lambda: knn(conn, vector, stores, limit))
+
+
+def beside(reader: Callable[[], apsw.Connection | None] | None, work: Callable[..., T], *args: object
+           ) -> Callable[[], T] | None:
+    """``work(other, *args)``, already running on the search thread with the connection
+    ``other = reader()``; call the result for its value.  None when there is no such
+    connection (no reader, or None from it inside a transaction, whose writes other
+    connections cannot see): the caller runs the work itself."""
+    other = reader() if reader is not None else None
+    if other is None:
+        return None
+    return _pool().submit(work, other, *args).result
 
 
 PARALLEL_KNN = 5_000  # vectors before the KNN (tens of ms) pays for a thread and a second connection

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -95,11 +96,12 @@ queries = st.lists(st.sampled_from(VOCAB + NOISE), min_size=1, max_size=4).map("
 @given(facts=stores, query=queries, with_vectors=st.booleans(), beside=st.booleans())
 def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, query, with_vectors, beside,
                                                                      tmp_path: Path) -> None:
-    """``beside``: the KNN runs on a second connection beside the lexical search, as in a
-    large space (``search.PARALLEL_KNN``); the answer must not change."""
-    parallel = search.PARALLEL_KNN
-    search.PARALLEL_KNN = 0 if beside else 10**9
+    """``beside``: the lexical search runs on a second connection while the query is embedded;
+    without one (``reader`` gives none, as inside a transaction) it runs after.  The answer must
+    not change."""
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp, open_attached(Path(tmp) / "home", Path(tmp)) as app:
+        if not beside:
+            app.reader = lambda: None  # type: ignore[method-assign]
         made = [_add(app, c, b) for c, b in facts]
         vectors: dict[str, list[float]] = {}
         if with_vectors:
@@ -109,10 +111,7 @@ def test_every_returned_memory_is_a_match_and_every_match_is_returned(facts, que
                     vectors[m.id] = fake_embedding(m.caption + "\n\n" + m.content, DIMS)
                     index.cache_put(app.conn, m.hash, "prop-space", vectors[m.id])
         embed = (lambda _a, t: fake_embedding(t, DIMS)) if with_vectors else (lambda _a, t: None)
-        try:
-            res = recall.recall(app, queries=[query], page_size=100, count_hits=False, embed=embed)
-        finally:
-            search.PARALLEL_KNN = parallel
+        res = recall.recall(app, queries=[query], page_size=100, count_hits=False, embed=embed)
         searched = any(topical for _, _, topical in recall.query_units(query))
         assert (app._reader is not None) == bool(beside and with_vectors and searched)
         got = {i.memory.id for i in res.items if not i.weak}
@@ -167,6 +166,33 @@ def test_unrelated_neighbours_are_not_matches(home: Path, tmp_path: Path) -> Non
         assert res.items == [] and recall_text(res) == 'No memory matches "flutter widget rebuild".'
         assert [i.memory.caption for i in recall.recall(app, queries=["alembic migrations"], embed=embed).items][0] \
             == "Migrations use alembic"
+
+
+def test_the_lexical_search_runs_while_the_query_is_embedded(home: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """It needs no vector, so it runs on the second connection meanwhile: an embedder that
+    waits for it to start is not left waiting (run after the embedding, it never would)."""
+    with open_attached(home, tmp_path) as app:
+        a = _add(app, "Deploy with make deploy", "Never on Fridays.")
+        _add(app, "Migrations use alembic", "alembic upgrade head")
+        with db.transaction(app.conn):
+            index.set_space(app.conn, "s", DIMS)
+            for m in app.memories():
+                index.cache_put(app.conn, m.hash, "s", fake_embedding(m.caption + "\n\n" + m.content, DIMS))
+        started, real = threading.Event(), search.lexical
+
+        def lexical(conn, *args):  # type: ignore[no-untyped-def]
+            if conn is not app.conn:
+                started.set()
+            return real(conn, *args)
+
+        def embed(_app: Realmem, text: str) -> list[float]:
+            assert started.wait(60), "the lexical search had not started when the embedding ended"
+            return fake_embedding(text, DIMS)
+
+        monkeypatch.setattr(search, "lexical", lexical)
+        res = recall.recall(app, queries=["make deploy fridays"], embed=embed, count_hits=False)
+        assert [i.memory.id for i in res.items if not i.weak][:1] == [a]
 
 
 def test_use_is_coarse_so_a_few_hits_cannot_lift_a_weaker_match(home: Path, tmp_path: Path) -> None:
