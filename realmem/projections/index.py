@@ -120,10 +120,18 @@ def meta_set(conn: apsw.Connection, key: str, value: str | None) -> None:
                      (key, value))
 
 
+VECTOR_STAMP = "vec.generation"
+
+
 def touch_vectors(conn: apsw.Connection) -> None:
     """Stamp a change of the active space's vectors, for copies of them kept in memory
     (``read/vectors.py``): a random stamp, so a rolled-back change leaves none a copy has seen."""
-    meta_set(conn, "vec.generation", secrets.token_hex(8))
+    meta_set(conn, VECTOR_STAMP, secrets.token_hex(8))
+
+
+def vector_stamp(conn: apsw.Connection) -> str | None:
+    """The stamp ``touch_vectors`` left last; None in a database written before the stamps."""
+    return meta_get(conn, VECTOR_STAMP)
 
 
 def vec_dims(conn: apsw.Connection) -> int:

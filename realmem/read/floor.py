@@ -54,7 +54,7 @@ def floors(conn: apsw.Connection, space: str, embed_query: Callable[[str], list[
     key = (conn.filename, fp)
     cached = _cache.get(key)
     # Unchanged vectors (the stamp every vector write leaves) need no count of the space.
-    stamp = index.meta_get(conn, "vec.generation")
+    stamp = index.vector_stamp(conn)
     if cached is not None and stamp is not None and cached[2] == stamp:
         return cached[1]
     size = queries.space_size(conn, fp)

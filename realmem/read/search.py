@@ -336,7 +336,7 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     # vec0's cost grows with k, so the shortlist grows only when other projects' or
     # quarantined memories (or cached vectors of edited ones) left it short.  CROSS JOIN
     # keeps vec0's shortlist the outer loop (as in _top).
-    held = None if binary else vectors.copy(conn, size)
+    held = None if binary else vectors.copy(conn, size, dims)
     while True:
         k = min(KNN_MAX, k)
         if held is not None:

@@ -40,14 +40,13 @@ _copies: dict[str, Copy] = {}
 _lock = threading.Lock()
 
 
-def copy(conn: apsw.Connection, size: int) -> Copy | None:
+def copy(conn: apsw.Connection, size: int, dims: int) -> Copy | None:
     """The active space's vectors as the snapshot of ``conn`` holds them; None when there are
-    none, or too many to keep in memory (``size`` vectors of ``vec_dims`` each)."""
-    dims = index.vec_dims(conn)
+    none, or too many to keep in memory (``size`` vectors of ``dims`` each, the index's)."""
     if not dims or size < MIN_VECTORS or size * dims * 4 > MAX_BYTES:
         return None
     with _lock, db.transaction(conn, immediate=False):  # one snapshot; one thread loads at a time
-        generation = index.meta_get(conn, "vec.generation")
+        generation = index.vector_stamp(conn)
         if generation is None:
             return None  # written before the stamps: vec0 serves it until a change stamps one
         held = _copies.get(conn.filename)
