@@ -26,7 +26,6 @@ import attrs
 
 from realmem.clients.chat import chat_client
 from realmem.clients import chatjudge
-from realmem.clients.chatjudge import ChatJudge
 from realmem.clients.errors import Error
 from realmem.clients.systemone import Question, SystemOneClient, combine_choice, continuation_lines, shard_choice
 from realmem.events.types import Key
@@ -81,7 +80,7 @@ def judge(app: Realmem) -> Judge | None:
         if chat.configured:
             # The configured names, not the resolved model: resolving asks the endpoint.
             ident = ("chat", getattr(chat, "url", type(chat).__name__), app.config["rewriter.model"])
-            return Judge(ChatJudge(chat), "chat", ident, chatjudge.MAX_OPTIONS)
+            return Judge(chatjudge.ChatJudge(chat), "chat", ident, chatjudge.MAX_OPTIONS)
         chat.close()
     if mode == "off" or not app.config["semif.url"]:
         return None
