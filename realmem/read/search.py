@@ -16,7 +16,7 @@ import attrs
 import apsw
 
 from realmem.events.types import Key
-from realmem.projections import index
+from realmem.projections import index, queries
 from realmem.projections.tokenize import fts_match, query_units
 from realmem.read import vectors
 
@@ -314,8 +314,14 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
         return []
     where, args = _store_filter(stores)
     blob = index.pack(vector)
-    size = _vectors(conn)
-    binary = size >= PREFILTER_MIN and index.has_binary(conn)
+    held = vectors.copy(conn, dims)
+    if held is not None:
+        size = len(held.rowids)
+    else:  # the largest rowid bounds the count from above (rowids only grow); past the prefilter's size, count
+        size = _vectors(conn)
+        if size >= PREFILTER_MIN:
+            size = queries.space_size(conn, index.active_fingerprint(conn) or "")
+    binary = held is None and size >= PREFILTER_MIN and index.has_binary(conn)
     if binary:
         k = max(64, limit * OVERSAMPLE)
         # The exact rerank looks up the memories of the vectors up to the (limit + SLACK)-th
@@ -336,7 +342,6 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
     # vec0's cost grows with k, so the shortlist grows only when other projects' or
     # quarantined memories (or cached vectors of edited ones) left it short.  CROSS JOIN
     # keeps vec0's shortlist the outer loop (as in _top).
-    held = None if binary else vectors.copy(conn, size, dims)
     while True:
         k = min(KNN_MAX, k)
         if held is not None:

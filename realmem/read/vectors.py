@@ -13,6 +13,7 @@ vec0 (the rpc child's memory budget holds the model too).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import apsw
@@ -37,28 +38,37 @@ class Copy:
 
 
 _copies: dict[str, Copy] = {}
+_unheld: dict[str, str] = {}  # database -> the stamp of a space too small or too large to copy
 _lock = threading.Lock()
 
 
-def copy(conn: apsw.Connection, size: int, dims: int) -> Copy | None:
-    """The active space's vectors as the snapshot of ``conn`` holds them; None when there are
-    none, or too many to keep in memory (``size`` vectors of ``dims`` each, the index's)."""
-    if not dims or size < MIN_VECTORS or size * dims * 4 > MAX_BYTES:
+def copy(conn: apsw.Connection, dims: int) -> Copy | None:
+    """The active space's vectors (of ``dims``, the index's) as the snapshot of ``conn`` holds
+    them; None when there is no stamp, or fewer than ``MIN_VECTORS`` or more than ``MAX_BYTES``
+    of them.  They are counted once per stamp, not taken from the largest rowid: rowids only
+    grow (every edit caches a new vector), so a long-lived store's largest rowid can be far
+    past its count."""
+    if not dims:
         return None
     with _lock, db.transaction(conn, immediate=False):  # one snapshot; one thread loads at a time
         generation = index.vector_stamp(conn)
-        if generation is None:
-            return None  # written before the stamps: vec0 serves it until a change stamps one
+        if generation is None or _unheld.get(conn.filename) == generation:
+            return None  # written before the stamps (vec0 serves it until a change stamps one), or counted out
         held = _copies.get(conn.filename)
-        if held is None or held.generation != generation:
-            _copies.pop(conn.filename, None)  # the old copy's memory first: the peak is one copy
-            held = _copies[conn.filename] = _load(conn, generation, dims)
+        if held is not None and held.generation == generation:
+            return held
+        _copies.pop(conn.filename, None)  # the old copy's memory first: the peak is one copy
+        n, rows = queries.space_vectors(conn, index.active_fingerprint(conn) or "", dims)
+        if n < MIN_VECTORS or n * dims * 4 > MAX_BYTES:
+            _unheld[conn.filename] = generation
+            return None
+        _unheld.pop(conn.filename, None)
+        held = _copies[conn.filename] = _load(generation, n, rows, dims)
         return held
 
 
-def _load(conn: apsw.Connection, generation: str, dims: int) -> Copy:
+def _load(generation: str, n: int, rows: Iterator[tuple[int, bytes]], dims: int) -> Copy:
     import numpy as np  # only a process that searches a large space needs it (start-up)
-    n, rows = queries.space_vectors(conn, index.active_fingerprint(conn) or "", dims)
     rowids, unit = np.empty(n, dtype=np.int64), np.empty((n, dims), dtype=np.float32)
     for i, (rowid, blob) in enumerate(rows):
         rowids[i], unit[i] = rowid, np.frombuffer(blob, dtype=np.float32)

@@ -14,7 +14,7 @@ from realmem.events import log
 from realmem.events import types as ev
 from realmem.gate import remember
 from realmem.projections import files, index, replay
-from realmem.read import search
+from realmem.read import search, vectors
 from realmem.storage import db
 from realmem.stores import ids
 from realmem.write.attached import open_attached
@@ -109,6 +109,7 @@ def test_knn_never_returns_other_projects_memories_and_meets_the_count(
         ours = _fill(a, a.project.shared_store, [_common_text(rng, i) for i in range(300)], rng)
         visible = a.visible_stores()
         assert b.project.shared_store not in visible
+        monkeypatch.setattr(vectors, "MIN_VECTORS", 10**9)  # vec0's paths, not the process's copy
         for path_min in (10**9, 1):  # the exact scan, then the binary prefilter
             monkeypatch.setattr(search, "PREFILTER_MIN", path_min)
             for _ in range(5):
@@ -177,6 +178,7 @@ def test_knn_matches_the_single_statement_shortlist(home: Path, repo: Path, tmp_
         assert a.project is not None
         ours = _fill(a, a.project.shared_store, [_common_text(rng, i) for i in range(600)], rng)
         monkeypatch.setattr(search, "PREFILTER_MIN", 1)
+        monkeypatch.setattr(vectors, "MIN_VECTORS", 10**9)  # vec0's prefilter, not the process's copy
         visible = a.visible_stores()
         for i in range(20):
             # Aimed at theirs (the shortlist must grow) and at ours (the first one suffices).

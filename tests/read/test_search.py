@@ -51,6 +51,7 @@ def exact(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     """Both exact scans: vec0's, and the matrix product over the process's copy."""
     monkeypatch.setattr(copies, "MIN_VECTORS", 1 if request.param == "copy" else 10**9)
     monkeypatch.setattr(copies, "_copies", {})
+    monkeypatch.setattr(copies, "_unheld", {})
     return str(request.param)
 
 
@@ -74,6 +75,7 @@ def test_binary_prefilter_reranks_exactly(store, monkeypatch: pytest.MonkeyPatch
     app, vectors = store
     assert index.has_binary(app.conn)
     monkeypatch.setattr(search, "PREFILTER_MIN", 1)  # take the large-space path on a small store
+    monkeypatch.setattr(copies, "MIN_VECTORS", 10**9)  # a space the copy would hold is scanned exactly
     rng = random.Random(2)
     overlaps = []
     for _ in range(20):
@@ -127,6 +129,33 @@ def test_the_copy_follows_other_connections_and_forgets_rolled_back_writes(store
     got = search.knn(app.conn, new, app.visible_stores(), 1)[0]
     assert got[0] == key and got[1] == pytest.approx(1.0, abs=1e-4)  # the committed vector again
     _copied(app, exact)
+
+
+def test_a_long_lived_space_is_copied_by_its_count_not_its_largest_rowid(store, monkeypatch: pytest.MonkeyPatch
+                                                                          ) -> None:  # type: ignore[no-untyped-def]
+    """Every edit caches a new vector under a new rowid, and pruning the old one leaves a gap:
+    a store edited for long has a largest rowid far past its count.  The copy (and the choice
+    of the binary prefilter) go by the count."""
+    app, vectors = store
+    monkeypatch.setattr(copies, "_copies", {})
+    monkeypatch.setattr(copies, "_unheld", {})
+    monkeypatch.setattr(copies, "MIN_VECTORS", 1)
+    monkeypatch.setattr(copies, "MAX_BYTES", 400 * DIMS * 4)  # room for 400 vectors
+    monkeypatch.setattr(search, "PREFILTER_MIN", 400)
+    rng = random.Random(11)
+    for key in list(vectors)[:200]:
+        m = memories.edit(app, key, content=f"edited {key[1]}")
+        vectors[key] = _unit(rng)
+        with db.transaction(app.conn):
+            index.cache_put(app.conn, m.hash, "test-space", vectors[key])
+    with db.transaction(app.conn):
+        assert index.prune_embeddings(app.conn) == 200
+    assert search._vectors(app.conn) >= 500  # the largest rowid: past both limits
+    q = _unit(random.Random(12))
+    got = search.knn(app.conn, q, app.visible_stores(), 10)
+    assert [k for k, _ in got] == sorted(vectors, key=lambda k: -_cos(q, vectors[k]))[:10]
+    _copied(app, "copy")
+    assert len(copies._copies[app.conn.filename].rowids) == 300
 
 
 def test_changing_the_space_clears_cache_and_index(store, exact: str) -> None:  # type: ignore[no-untyped-def]
