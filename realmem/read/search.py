@@ -314,13 +314,14 @@ def knn(conn: apsw.Connection, vector: list[float], stores: Sequence[str], limit
         return []
     where, args = _store_filter(stores)
     blob = index.pack(vector)
-    held = vectors.copy(conn, dims)
+    # The largest rowid bounds the count from above (rowids only grow): a space it puts under
+    # the copy's size needs no look at the copy, and one under the prefilter's no count.
+    size = _vectors(conn)
+    held = vectors.copy(conn, dims) if size >= vectors.MIN_VECTORS else None
     if held is not None:
         size = len(held.rowids)
-    else:  # the largest rowid bounds the count from above (rowids only grow); past the prefilter's size, count
-        size = _vectors(conn)
-        if size >= PREFILTER_MIN:
-            size = queries.space_size(conn, index.active_fingerprint(conn) or "")
+    elif size >= PREFILTER_MIN:
+        size = queries.space_size(conn, index.active_fingerprint(conn) or "")
     binary = held is None and size >= PREFILTER_MIN and index.has_binary(conn)
     if binary:
         k = max(64, limit * OVERSAMPLE)
