@@ -37,8 +37,9 @@ class Copy:
     valid: np.ndarray    # bool: rows that have a direction (cosine is undefined for zero)
 
 
-_copies: dict[str, Copy] = {}
-_unheld: dict[str, str] = {}  # database -> the stamp of a space too small or too large to copy
+# Per database, what its space held at a stamp: the copy, or None when it was counted out (too
+# few or too many vectors to copy), so a space is counted once per stamp.
+_held: dict[str, tuple[str, Copy | None]] = {}
 _lock = threading.Lock()
 
 
@@ -52,18 +53,15 @@ def copy(conn: apsw.Connection, dims: int) -> Copy | None:
         return None
     with _lock, db.transaction(conn, immediate=False):  # one snapshot; one thread loads at a time
         generation = index.vector_stamp(conn)
-        if generation is None or _unheld.get(conn.filename) == generation:
-            return None  # written before the stamps (vec0 serves it until a change stamps one), or counted out
-        held = _copies.get(conn.filename)
-        if held is not None and held.generation == generation:
-            return held
-        _copies.pop(conn.filename, None)  # the old copy's memory first: the peak is one copy
+        if generation is None:
+            return None  # written before the stamps: vec0 serves it until a change stamps one
+        known = _held.get(conn.filename)
+        if known is not None and known[0] == generation:
+            return known[1]
+        _held.pop(conn.filename, None)  # the old copy's memory first: the peak is one copy
         n, rows = queries.space_vectors(conn, index.active_fingerprint(conn) or "", dims)
-        if n < MIN_VECTORS or n * dims * 4 > MAX_BYTES:
-            _unheld[conn.filename] = generation
-            return None
-        _unheld.pop(conn.filename, None)
-        held = _copies[conn.filename] = _load(generation, n, rows, dims)
+        held = _load(generation, n, rows, dims) if MIN_VECTORS <= n and n * dims * 4 <= MAX_BYTES else None
+        _held[conn.filename] = (generation, held)
         return held
 
 

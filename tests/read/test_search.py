@@ -50,14 +50,13 @@ def store(home: Path, repo: Path) -> tuple[Realmem, dict[tuple[str, str], list[f
 def exact(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both exact scans: vec0's, and the matrix product over the process's copy."""
     monkeypatch.setattr(copies, "MIN_VECTORS", 1 if request.param == "copy" else 10**9)
-    monkeypatch.setattr(copies, "_copies", {})
-    monkeypatch.setattr(copies, "_unheld", {})
+    monkeypatch.setattr(copies, "_held", {})
     return str(request.param)
 
 
 def _copied(app: Realmem, exact: str) -> None:
     """The copy path really served the search (or really did not)."""
-    assert (app.conn.filename in copies._copies) == (exact == "copy")
+    assert (copies._held.get(app.conn.filename, ("", None))[1] is not None) == (exact == "copy")
 
 
 def test_exact_knn_orders_by_cosine(store, exact: str) -> None:  # type: ignore[no-untyped-def]
@@ -137,8 +136,7 @@ def test_a_long_lived_space_is_copied_by_its_count_not_its_largest_rowid(store, 
     a store edited for long has a largest rowid far past its count.  The copy (and the choice
     of the binary prefilter) go by the count."""
     app, vectors = store
-    monkeypatch.setattr(copies, "_copies", {})
-    monkeypatch.setattr(copies, "_unheld", {})
+    monkeypatch.setattr(copies, "_held", {})
     monkeypatch.setattr(copies, "MIN_VECTORS", 1)
     monkeypatch.setattr(copies, "MAX_BYTES", 400 * DIMS * 4)  # room for 400 vectors
     monkeypatch.setattr(search, "PREFILTER_MIN", 400)
@@ -155,7 +153,8 @@ def test_a_long_lived_space_is_copied_by_its_count_not_its_largest_rowid(store, 
     got = search.knn(app.conn, q, app.visible_stores(), 10)
     assert [k for k, _ in got] == sorted(vectors, key=lambda k: -_cos(q, vectors[k]))[:10]
     _copied(app, "copy")
-    assert len(copies._copies[app.conn.filename].rowids) == 300
+    held = copies._held[app.conn.filename][1]
+    assert held is not None and len(held.rowids) == 300
 
 
 def test_changing_the_space_clears_cache_and_index(store, exact: str) -> None:  # type: ignore[no-untyped-def]
