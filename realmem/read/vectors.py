@@ -79,7 +79,7 @@ def _load(generation: str, n: int, rows: Iterator[tuple[int, bytes]], dims: int)
 
 def nearest(c: Copy, vector: list[float], k: int) -> list[tuple[int, float]]:
     """The ``k`` rows most similar to ``vector`` by cosine: (embedding rowid, cosine), best first."""
-    import numpy as np
+    import numpy as np  # loaded by the copy already; kept out of the module's import for start-up
     q = np.asarray(vector, dtype=np.float32)
     q = q / np.linalg.norm(q)
     sims = np.where(c.valid, c.unit @ q, -np.inf)
