@@ -680,10 +680,13 @@ def eval_group() -> None:
               help="dev: written beside the rule; public: verbatim public facts, questions written blind")
 @click.option("--split", type=click.Choice(["all", "tune", "held-out"]), default="all", show_default=True,
               help="the public set's queries that tuned the rule, or those held out of tuning")
+@click.option("--store", type=click.Choice(["split", "all"]), default="split", show_default=True,  # evaluation.STORES
+              help="with a split: only its projects' facts in the store, or every fact (the other split's as distractors)")
 @click.option("--file", "set_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="another evaluation set in the same YAML form")
 @click.option("--json", "as_json", is_flag=True)
-def eval_recall(modes: tuple[str, ...], set_name: str, split: str, set_path: Path | None, as_json: bool) -> None:
+def eval_recall(modes: tuple[str, ...], set_name: str, split: str, store: str, set_path: Path | None,
+                as_json: bool) -> None:
     """Replay a recall evaluation set in sequence, hits counted: BM25 only, e5 alone, the bundled
     local embedder (e5 and USE fused), the fake embedder, and the local embedder with a System
     One relevance check (a perfect fake, and one wrong 10% of the time) or the chat judge's (the
@@ -694,7 +697,7 @@ def eval_recall(modes: tuple[str, ...], set_name: str, split: str, set_path: Pat
     Example: realmem eval recall --set public --split held-out --mode local
     """
     from realmem.interface import evaluation  # lazy: start-up
-    reports = evaluation.run(modes or evaluation.MODES, path=set_path, name=set_name, split=split,
+    reports = evaluation.run(modes or evaluation.MODES, path=set_path, name=set_name, split=split, store=store,
                              progress=lambda m: click.echo(m, err=True))
     if as_json:
         _out([r.summary() for r in reports])

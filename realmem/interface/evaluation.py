@@ -3,7 +3,8 @@
 Two sets: ``dev`` (recall.yaml), written beside the rule, and ``public``: facts taken verbatim
 from public projects' AGENTS.md / CONTRIBUTING files (each with its source and commit), with
 questions written without looking at the matching code; its ``tune`` split chose the rule's
-constants, its ``held-out`` split did not and is the one to quote.
+constants, its ``held-out`` split did not and is the one to quote.  A split's store holds
+only its own projects' facts unless every fact is asked for (``store="all"``).
 
 Each mode builds a fresh store in a temporary REALMEM_HOME and git project, adds every fact
 the way `realmem add` stores it, then replays the queries one after another through
@@ -47,6 +48,7 @@ NOISE = {"judge": 0.0, "judge-noisy": 0.1, "judge-chat": 0.0}  # the System One 
 CHAT = {"judge-chat"}  # the chat judge asked (recall.relevance chat), the chat fake answering from System One's
 SETS = {"dev": "recall.yaml", "public": "public.yaml"}
 SPLITS = ("all", "tune", "held-out")
+STORES = ("split", "all")  # what a split's store holds: its own projects' facts, or every fact
 DIMS = 256  # the fake embedder's space in the evaluation
 
 
@@ -145,9 +147,13 @@ class Report:
                            or o.returned]}
 
 
-def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all") -> EvalSet:
-    """An evaluation set; ``split`` keeps the queries of one split (and every fact: the
-    other split's facts stay in the store as distractors)."""
+def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all", store: str = "split") -> EvalSet:
+    """An evaluation set; ``split`` keeps the queries of one split.  ``store`` = ``split``
+    keeps only the facts of that split's projects, one store per set of projects as a
+    project's own store holds its own facts (the issues measured each set as one store);
+    ``all`` keeps every fact, the other split's as distractors."""
+    if store not in STORES:
+        raise ValueError(f"unknown store {store!r}; one of {', '.join(STORES)}")
     text = path.read_text("utf-8") if path else \
         resources.files("realmem.interface").joinpath(f"evalsets/{SETS[name]}").read_text("utf-8")
     data = YAML(typ="safe").load(text)
@@ -157,11 +163,19 @@ def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all")
                      str(q.get("split") or "tune")) for q in data["queries"]]
     if split != "all":
         queries = [q for q in queries if q.split == split]
+        projects = {q["repo"] for q in data["queries"] if q.get("repo") and (q.get("split") or "tune") == split}
+        if store == "split" and projects:  # a set without projects (dev) is one store
+            facts = [f for f in facts if _project_of(f) in projects]
     for q in queries:
         unknown = set(q.expect) - known
         if unknown:
             raise ValueError(f"query {q.text!r} expects unknown facts {sorted(unknown)}")
     return EvalSet(facts, queries)
+
+
+def _project_of(fact: dict[str, Any]) -> str:
+    """``openai/codex:AGENTS.md`` -> ``openai/codex``."""
+    return str(fact.get("source") or "").partition(":")[0]
 
 
 def _touch(root: Path, rel: str) -> None:
@@ -262,8 +276,8 @@ def _script_judge(judge: FakeSystemOne, evalset: EvalSet, fact_of: dict[str, str
 
 
 def run(modes: tuple[str, ...] = MODES, *, path: Path | None = None, name: str = "dev", split: str = "all",
-        progress: Callable[[str], None] = lambda m: None) -> list[Report]:
-    evalset = load_set(path, name=name, split=split)
+        store: str = "split", progress: Callable[[str], None] = lambda m: None) -> list[Report]:
+    evalset = load_set(path, name=name, split=split, store=store)
     return [run_mode(m, evalset, progress=progress) for m in modes]
 
 

@@ -96,11 +96,44 @@ def test_eval_recall_public_set_every_mode_but_the_fake_embedder() -> None:
             assert got["strong_recall_at_3"] >= got["candidate_recall_at_10"] - 0.01, got
 
 
-def test_eval_recall_judge_chat_reads_the_same_verdicts_as_system_one() -> None:
-    """The chat judge behind a chat endpoint, answering from the perfect System One fake: the
-    check sees every candidate in one question, so it must pick what System One picks."""
+def test_a_split_store_holds_its_own_projects_facts_unless_all_are_asked() -> None:
+    every = evaluation.load_set(name="public")
+    held, tune = (evaluation.load_set(name="public", split=s) for s in ("held-out", "tune"))
+    held_all = evaluation.load_set(name="public", split="held-out", store="all")
+    project = {f["id"]: f["source"].split(":")[0] for f in every.facts}
+    asked = {p for q in held.queries for p in (project[i] for i in q.expect)}
+    assert {project[f["id"]] for f in held.facts} == asked  # the held-out projects, each answering some question
+    assert not {f["id"] for f in held.facts} & {f["id"] for f in tune.facts}
+    assert len(held.facts) + len(tune.facts) == len(every.facts) == len(held_all.facts)
+    assert held_all.queries == held.queries
+    assert evaluation.load_set(split="tune").facts == evaluation.load_set().facts  # dev: no projects, one store
+
+
+# Held-out figures as the issues measured them (each split one store of its own six projects),
+# the figures to quote (docs/recall.md): local 0.875 (strong 0.54), on-topic silent 0.01,
+# off-topic strong 0.07; BM25 0.80 (0.40), 0.14; perfect judge 0.96 = candidate recall@10, 0.00;
+# noisy 0.96 (strong 0.86), 0.11.  The targets: local >= 0.85, on-topic silent <= 0.10,
+# off-topic strong <= 0.10; BM25 >= 0.65; perfect judge strong >= 0.80, off-topic strong <= 0.05.
+HELD_OUT_FLOORS = {"local": {"recall_at_3": 0.85, "strong_recall_at_3": 0.52, "on_topic_silent_max": 0.03,
+                             "off_topic_strong_max": 0.10},
+                   "bm25": {"recall_at_3": 0.78, "strong_recall_at_3": 0.38, "on_topic_silent_max": 0.05,
+                            "off_topic_strong_max": 0.16},
+                   "judge": {"recall_at_3": 0.94, "strong_recall_at_3": 0.94, "on_topic_silent_max": 0.03,
+                             "off_topic_strong_max": 0.02},
+                   "judge-noisy": {"recall_at_3": 0.93, "strong_recall_at_3": 0.84, "on_topic_silent_max": 0.03,
+                                   "off_topic_strong_max": 0.14}}
+
+
+def test_eval_recall_held_out_in_its_own_store_meets_the_targets() -> None:
     evalset = evaluation.load_set(name="public", split="held-out")
-    chat, semif = (evaluation.run_mode(m, evalset).summary() for m in ("judge-chat", "judge"))
-    assert chat["mode"] == "judge-chat" and {k: v for k, v in chat.items() if k != "mode"} == \
-        {k: v for k, v in semif.items() if k != "mode"}
-    assert chat["off_topic_strong"] <= PUBLIC_FLOORS["judge"]["off_topic_strong_max"], chat
+    got = {mode: evaluation.run_mode(mode, evalset).summary() for mode in (*HELD_OUT_FLOORS, "judge-chat")}
+    for mode, floors in HELD_OUT_FLOORS.items():
+        assert got[mode]["recall_at_3"] >= floors["recall_at_3"], got[mode]
+        assert got[mode]["strong_recall_at_3"] >= floors["strong_recall_at_3"], got[mode]
+        assert got[mode]["on_topic_silent"] <= floors["on_topic_silent_max"], got[mode]
+        assert got[mode]["off_topic_strong"] <= floors["off_topic_strong_max"], got[mode]
+    assert got["judge"]["strong_recall_at_3"] >= got["judge"]["candidate_recall_at_10"] - 0.01, got["judge"]
+    # The chat judge behind a chat endpoint, answering from the perfect System One fake: the
+    # check sees every candidate in one question, so it must pick what System One picks.
+    chat, semif = got["judge-chat"], got["judge"]
+    assert {k: v for k, v in chat.items() if k != "mode"} == {k: v for k, v in semif.items() if k != "mode"}
