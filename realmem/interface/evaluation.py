@@ -158,7 +158,6 @@ def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all",
         resources.files("realmem.interface").joinpath(f"evalsets/{SETS[name]}").read_text("utf-8")
     data = YAML(typ="safe").load(text)
     facts = list(data["facts"])
-    known = {f["id"] for f in facts}
     queries = [Query(str(q["q"]), list(q.get("expect") or []), str(q.get("kind") or ""),
                      str(q.get("split") or "tune")) for q in data["queries"]]
     if split != "all":
@@ -166,6 +165,7 @@ def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all",
         projects = {q["repo"] for q in data["queries"] if q.get("repo") and (q.get("split") or "tune") == split}
         if store == "split" and projects:  # a set without projects (dev) is one store
             facts = [f for f in facts if _project_of(f) in projects]
+    known = {f["id"] for f in facts}  # in the store: a question may not expect another split's fact
     for q in queries:
         unknown = set(q.expect) - known
         if unknown:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from click.testing import CliRunner
 
 from realmem.interface import evaluation
@@ -107,6 +109,21 @@ def test_a_split_store_holds_its_own_projects_facts_unless_all_are_asked() -> No
     assert len(held.facts) + len(tune.facts) == len(every.facts) == len(held_all.facts)
     assert held_all.queries == held.queries
     assert evaluation.load_set(split="tune").facts == evaluation.load_set().facts  # dev: no projects, one store
+
+
+def test_a_question_cannot_expect_a_fact_its_split_store_leaves_out(tmp_path) -> None:
+    path = tmp_path / "set.yaml"
+    path.write_text(
+        "facts:\n"
+        "- {id: a1, source: 'o/a:AGENTS.md', caption: Run tests with make, content: Run make test.}\n"
+        "- {id: b1, source: 'o/b:AGENTS.md', caption: Lint with ruff, content: Run ruff check.}\n"
+        "queries:\n"
+        "- {q: how do I run the tests?, expect: [a1], repo: o/a, split: tune}\n"
+        "- {q: which linter do I run?, expect: [a1], repo: o/b, split: held-out}\n", "utf-8")
+    assert [f["id"] for f in evaluation.load_set(path, split="tune").facts] == ["a1"]
+    assert len(evaluation.load_set(path, split="held-out", store="all").facts) == 2
+    with pytest.raises(ValueError, match=r"expects unknown facts \['a1'\]"):
+        evaluation.load_set(path, split="held-out")
 
 
 # Held-out figures as the issues measured them (each split one store of its own six projects),
