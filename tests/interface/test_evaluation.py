@@ -8,7 +8,6 @@ import json
 import re
 
 import pytest
-
 from click.testing import CliRunner
 
 from realmem.interface import evaluation
