@@ -58,6 +58,7 @@ class Query:
     expect: list[str]
     kind: str = ""
     split: str = "tune"
+    repo: str = ""  # the project it is asked in; empty for questions of no project
 
 
 @attrs.define
@@ -159,10 +160,10 @@ def load_set(path: Path | None = None, *, name: str = "dev", split: str = "all",
     data = YAML(typ="safe").load(text)
     facts = list(data["facts"])
     queries = [Query(str(q["q"]), list(q.get("expect") or []), str(q.get("kind") or ""),
-                     str(q.get("split") or "tune")) for q in data["queries"]]
+                     str(q.get("split") or "tune"), str(q.get("repo") or "")) for q in data["queries"]]
     if split != "all":
         queries = [q for q in queries if q.split == split]
-        projects = {q["repo"] for q in data["queries"] if q.get("repo") and (q.get("split") or "tune") == split}
+        projects = {q.repo for q in queries if q.repo}
         if store == "split" and projects:  # a set without projects (dev) is one store
             facts = [f for f in facts if _project_of(f) in projects]
     known = {f["id"] for f in facts}  # in the store: a question may not expect another split's fact

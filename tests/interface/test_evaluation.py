@@ -90,16 +90,17 @@ def test_eval_recall_public_set_every_mode_but_the_fake_embedder() -> None:
     for mode, floors in PUBLIC_FLOORS.items():
         got = evaluation.run_mode(mode, evalset).summary()
         _holds(got, floors)
-        if mode == "judge":  # a perfect judge picks every right candidate: the pipeline loses nothing after ranking
-            assert got["strong_recall_at_3"] >= got["candidate_recall_at_10"] - 0.01, got
 
 
 def _holds(got: dict, floors: dict[str, float]) -> None:
-    """One mode's summary against its floors: recall as seen and strong-only, both silences."""
+    """One mode's summary against its floors: recall as seen and strong-only, both silences
+    (and, for the perfect judge, candidate recall)."""
     assert got["recall_at_3"] >= floors["recall_at_3"], got
     assert got["strong_recall_at_3"] >= floors["strong_recall_at_3"], got
     assert got["on_topic_silent"] <= floors["on_topic_silent_max"], got
     assert got["off_topic_strong"] <= floors["off_topic_strong_max"], got
+    if got["mode"] == "judge":  # a perfect judge picks every right candidate: the pipeline loses nothing after ranking
+        assert got["strong_recall_at_3"] >= got["candidate_recall_at_10"] - 0.01, got
 
 
 def test_a_split_store_holds_its_own_projects_facts_unless_all_are_asked() -> None:
@@ -150,8 +151,8 @@ def test_eval_recall_held_out_in_its_own_store_meets_the_targets() -> None:
     got = {mode: evaluation.run_mode(mode, evalset).summary() for mode in (*HELD_OUT_FLOORS, "judge-chat")}
     for mode, floors in HELD_OUT_FLOORS.items():
         _holds(got[mode], floors)
-    assert got["judge"]["strong_recall_at_3"] >= got["judge"]["candidate_recall_at_10"] - 0.01, got["judge"]
     # The chat judge behind a chat endpoint, answering from the perfect System One fake: the
     # check sees every candidate in one question, so it must pick what System One picks.
     chat, semif = got["judge-chat"], got["judge"]
-    assert {k: v for k, v in chat.items() if k != "mode"} == {k: v for k, v in semif.items() if k != "mode"}
+    assert chat["mode"] == "judge-chat" and {k: v for k, v in chat.items() if k != "mode"} == \
+        {k: v for k, v in semif.items() if k != "mode"}
